@@ -1,0 +1,89 @@
+"""The data that flows through one iteration: samples, groups and the prompts they answer.
+
+A `Sample` is one response to one prompt. It carries everything a replay strategy or an objective
+needs later, so that a stored sample can be trained on again without regenerating or rescoring it:
+the behaviour log-probs (the policy that actually produced the tokens), that policy's version,
+where the sample came from, its reward (GRPO) and its cached teacher log-probs (OPD).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+Source = Literal["fresh", "initial", "replay"]
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One training or evaluation question, already rendered through the chat template."""
+
+    uid: str  # stable id of the question (dataset id), the key of every per-prompt buffer
+    text: str  # the rendered prompt text (chat template applied)
+    token_ids: tuple[int, ...]  # tokenized rendered prompt
+    answer: str  # gold final answer, graded with the math grader
+
+
+@dataclass
+class Sample:
+    """One response to one prompt, with the provenance needed to train on it again."""
+
+    prompt: Prompt
+    response_ids: torch.Tensor  # (L,) int64 response tokens, EOS included when generated
+    behaviour_logprobs: torch.Tensor  # (L,) float32 log mu(y_t | s_t) under the sampling policy
+    policy_version: int  # optimizer updates the sampling policy had taken (0 = initial policy)
+    source: Source  # fresh (current policy), initial (initial-policy store) or replay (buffer)
+    truncated: bool  # hit the response budget before EOS
+    sample_id: str  # unique id: a strategy that must never reuse trajectories checks these
+    reward: float | None = None  # verifiable reward (GRPO), set by the scorer
+    teacher_logprobs: torch.Tensor | None = None  # (L,) log p_teacher(y_t | s_t), cached (OPD)
+    teacher_full_logprobs: torch.Tensor | None = None  # (L, V) full teacher log-probs when the
+    # exact reverse-KL estimator needs them; cached like teacher_logprobs (tiny vocabularies only)
+    extras: dict = field(default_factory=dict)  # strategy-specific annotations (e.g. replay age)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.response_ids.numel())
+
+    def replayed(self, source: Source = "replay") -> "Sample":
+        """A copy marked as coming from a store; tensors are shared (they are never mutated)."""
+        return Sample(
+            prompt=self.prompt,
+            response_ids=self.response_ids,
+            behaviour_logprobs=self.behaviour_logprobs,
+            policy_version=self.policy_version,
+            source=source,
+            truncated=self.truncated,
+            sample_id=self.sample_id,
+            reward=self.reward,
+            teacher_logprobs=self.teacher_logprobs,
+            teacher_full_logprobs=self.teacher_full_logprobs,
+            extras=dict(self.extras),
+        )
+
+
+@dataclass
+class Group:
+    """All samples for one prompt in one update; GRPO advantages are computed within a group."""
+
+    prompt: Prompt
+    samples: list[Sample]
+    # Sub-group label per sample for advantage normalisation ("split" mode in RePO): samples with
+    # the same label share one baseline. None = one baseline for the whole group.
+    baseline_labels: list[str] | None = None
+
+    @property
+    def rewards(self) -> list[float]:
+        return [s.reward if s.reward is not None else 0.0 for s in self.samples]
+
+    @property
+    def reward_std(self) -> float:
+        r = torch.tensor(self.rewards, dtype=torch.float64)
+        return float(r.std(unbiased=False)) if r.numel() > 1 else 0.0
+
+    @property
+    def pass_rate(self) -> float:
+        r = self.rewards
+        return sum(r) / len(r) if r else 0.0
