@@ -1,0 +1,26 @@
+"""Replay strategies: the protocol, the registry and one module per strategy."""
+
+from replaylab.replay import current  # noqa: F401  (registers)
+from replaylab.replay.base import (
+    STRATEGIES,
+    Plan,
+    PromptStream,
+    ReplayStrategy,
+    StepContext,
+    StrategyConfig,
+    UpdateStats,
+    build_strategy,
+    register_strategy,
+)
+
+__all__ = [
+    "STRATEGIES",
+    "Plan",
+    "PromptStream",
+    "ReplayStrategy",
+    "StepContext",
+    "StrategyConfig",
+    "UpdateStats",
+    "build_strategy",
+    "register_strategy",
+]

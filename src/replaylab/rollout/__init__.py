@@ -1,0 +1,5 @@
+"""Rollout engines behind one `Generator` protocol (see `base`)."""
+
+from replaylab.rollout.base import Generator, SamplingParams
+
+__all__ = ["Generator", "SamplingParams"]

@@ -1,0 +1,117 @@
+"""Build a run's components from its config: models, generator, teacher, grader, strategy, data."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from replaylab.config import Config
+from replaylab.models.loading import load_causal_lm, load_tokenizer, resolve_path
+from replaylab.replay.base import PromptStream, build_strategy
+from replaylab.rollout.base import SamplingParams
+from replaylab.tasks.datasets import data_order, render_prompts, training_rows
+from replaylab.trainer import Components
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("trainer.device=cuda but no CUDA device is available; use trainer.device=cpu or auto")
+    return torch.device(name)
+
+
+def load_policy(cfg: Config, device: torch.device):
+    m = cfg.model
+    path = resolve_path(m.name_or_path, cfg.tiny, progress=cfg.progress)
+    tokenizer = load_tokenizer(path, m.gguf_file, m.revision)
+    model = load_causal_lm(path, m.dtype, m.gguf_file, m.revision, m.attn_implementation).to(device)
+    if m.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    return model, tokenizer
+
+
+def build_generator(cfg: Config, model, tokenizer):
+    if cfg.rollout.engine == "vllm":
+        from replaylab.rollout.vllm import VLLMGenerator  # GPU-only optional extra
+
+        return VLLMGenerator.from_config(cfg, model, tokenizer)
+    from replaylab.rollout.hf import HFGenerator
+
+    return HFGenerator(model, tokenizer, micro_batch=cfg.rollout.micro_batch)
+
+
+def build_teacher(cfg: Config, device: torch.device, tokenizer):
+    t = cfg.teacher
+    if cfg.trainer.kind != "opd":
+        return None
+    if t.kind == "none":
+        raise ValueError("teacher.kind=none but trainer.kind=opd needs a teacher (pick teacher=tiny_teacher or another)")
+    if t.kind == "server":
+        from replaylab.teacher.server import ServerTeacher
+
+        return ServerTeacher(t.server_url, t.name_or_path, micro_batch=t.micro_batch)
+    from replaylab.teacher.local import LocalTeacher
+
+    path = resolve_path(t.name_or_path, cfg.tiny, progress=cfg.progress)
+    teacher_tok = load_tokenizer(path, None, t.revision)
+    if teacher_tok.get_vocab() != tokenizer.get_vocab():
+        raise ValueError(f"teacher {t.name_or_path!r} and student {cfg.model.name_or_path!r} use different tokenizers; "
+                         "OPD scores the student's tokens with the teacher, so they must share one")
+    model = load_causal_lm(path, t.dtype, None, t.revision).to(device)
+    return LocalTeacher(model, tokenizer.pad_token_id, micro_batch=t.micro_batch)
+
+
+def build_grader(cfg: Config):
+    from replaylab.grading import Grader
+
+    return Grader(num_workers=cfg.eval.grader_workers, timeout_seconds=cfg.eval.grader_timeout)
+
+
+def build_evaluate(cfg: Config, generator, tokenizer, grader):
+    """A callable(update) -> [(benchmark, metrics, n)] for the trainer's periodic evaluation."""
+    e = cfg.eval
+    names = list(e.benchmarks) or ([] if e.suite == "none" else e.suite)
+    if not names:
+        return None
+    from replaylab.evaluation.benchmarks import get_benchmarks
+    from replaylab.evaluation.runner import evaluate_benchmarks
+
+    benchmarks = get_benchmarks(names, e.data_root or cfg.data.data_root)
+    params = SamplingParams(e.max_new_tokens, e.temperature, e.top_p, e.top_k)
+
+    def evaluate(update: int):
+        _, rows = evaluate_benchmarks(
+            generator, tokenizer, benchmarks, params, grader, instruction=e.instruction,
+            enable_thinking=e.enable_thinking, seed=cfg.trainer.seed + 7919 * update,
+            samples_per_problem=e.samples or None, max_problems=e.max_problems or None,
+        )
+        by_bench: dict[str, tuple[dict, dict]] = {}
+        for r in rows:
+            metrics, n = by_bench.setdefault(r["benchmark"], ({}, {}))
+            metrics[r["metric"]] = r["value"]
+            n[r["metric"]] = r.get("n_samples")
+        return [(b, m, n) for b, (m, n) in by_bench.items()]
+
+    return evaluate
+
+
+def build_components(cfg: Config) -> Components:
+    if cfg.trainer.threads:
+        torch.set_num_threads(cfg.trainer.threads)
+    device = pick_device(cfg.trainer.device)
+    strategy = build_strategy(cfg.strategy)
+    if cfg.trainer.kind not in strategy.trainers:
+        raise ValueError(f"strategy {cfg.strategy.name!r} works with trainer kinds {list(strategy.trainers)}, "
+                         f"not trainer.kind={cfg.trainer.kind!r}")
+    policy, tokenizer = load_policy(cfg, device)
+    generator = build_generator(cfg, policy, tokenizer)
+    teacher = build_teacher(cfg, device, tokenizer)
+    grader = build_grader(cfg)
+    rows = training_rows(cfg.data.name, cfg.data.size, cfg.data.seed, cfg.data.data_root)
+    prompts = render_prompts(rows, tokenizer, cfg.data.instruction, cfg.data.enable_thinking)
+    stream = PromptStream(prompts, data_order(len(prompts), cfg.order.index))
+    ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.trainer.kind == "grpo" and cfg.trainer.kl_coef > 0 else None
+    evaluate = build_evaluate(cfg, generator, tokenizer, grader)
+    return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref)

@@ -1,0 +1,253 @@
+"""Structured configs: one dataclass per Hydra group, every field with a help text.
+
+The YAML files under `conf/` pick values; these dataclasses fix the keys and types (Hydra rejects a
+mistyped key or a wrongly typed value while composing) and their `__post_init__` checks ranges and
+choices, so a bad override fails in seconds with the key's full name, before any model loads.
+Strategy configs live beside their strategies (`replaylab.replay.*`) and register themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from replaylab.config_fields import ConfigError, check, check_choice, knob
+from replaylab.models.tiny_spec import TinyModelSize, TinyWorldConfig
+
+
+@dataclass
+class ModelConfig:
+    """The policy (student) model."""
+
+    name_or_path: str = knob("tiny://student", "hub id, local directory, or tiny://student|teacher (built and cached locally)")
+    revision: str | None = knob(None, "hub revision (commit) to pin; None = default branch")
+    gguf_file: str | None = knob(None, "load weights from this GGUF file inside name_or_path (needs the `gguf` package)")
+    dtype: str = knob("float32", "parameter dtype: float32 | bfloat16 | float16")
+    attn_implementation: str | None = knob(None, "transformers attention backend (eager | sdpa | flash_attention_2); None = default")
+    gradient_checkpointing: bool = knob(False, "recompute activations in backward to save memory (large models)")
+
+    def __post_init__(self) -> None:
+        check_choice(self.dtype, "model.dtype", ["float32", "bfloat16", "float16"])
+
+
+@dataclass
+class TeacherConfig:
+    """The frozen teacher that scores every student token (OPD)."""
+
+    kind: str = knob("local", "local (transformers, same process) | server (vLLM OpenAI-compatible prompt log-probs) | none")
+    name_or_path: str = knob("tiny://teacher", "hub id, local directory or tiny://teacher")
+    revision: str | None = knob(None, "hub revision to pin")
+    dtype: str = knob("float32", "teacher dtype: float32 | bfloat16 | float16")
+    server_url: str | None = knob(None, "base URL of the vLLM server when kind=server, e.g. http://host:8000/v1")
+    micro_batch: int = knob(256, "sequences per teacher forward pass")
+
+    def __post_init__(self) -> None:
+        check_choice(self.kind, "teacher.kind", ["local", "server", "none"])
+        check_choice(self.dtype, "teacher.dtype", ["float32", "bfloat16", "float16"])
+        check(self.micro_batch > 0, "teacher.micro_batch", f"must be positive, got {self.micro_batch}")
+        check(self.kind != "server" or bool(self.server_url), "teacher.server_url", "required when teacher.kind=server")
+
+
+@dataclass
+class DataConfig:
+    """The training prompts."""
+
+    name: str = knob("tiny_arith", "tiny_arith (generated) | math_train | gsm8k_train | aime_1983_2023 (jsonl under data_root)")
+    data_root: str | None = knob(None, "directory of the benchmark/training jsonl files; None = $REPLAYLAB_DATA_ROOT or ../shared/data/math")
+    size: int = knob(4096, "tiny_arith: number of distinct training problems; others: cap on rows (0 = all)")
+    seed: int = knob(1, "tiny_arith: seed of the generated problem set")
+    instruction: str = knob("", "text appended to each question in the user turn (real models: ask for \\boxed{})")
+    enable_thinking: bool = knob(False, "passed to the chat template (Qwen3 thinking mode)")
+
+    def __post_init__(self) -> None:
+        check_choice(self.name, "data.name", ["tiny_arith", "math_train", "gsm8k_train", "aime_1983_2023"])
+        check(self.size >= 0, "data.size", f"must be >= 0, got {self.size}")
+
+
+@dataclass
+class OrderConfig:
+    """Which permutation of the training prompts a run walks through."""
+
+    index: int = knob(0, "data order: a reproducible permutation of the prompts (-1 = file order)")
+
+    def __post_init__(self) -> None:
+        check(self.index >= -1, "order.index", f"must be >= -1, got {self.index}")
+
+
+@dataclass
+class BudgetConfig:
+    """Response and run budgets; a sweep matches these across strategies."""
+
+    name: str = knob("tiny", "label of the response budget in tables (e.g. 16k, 32k, tiny_short)")
+    max_response_tokens: int = knob(48, "maximum new tokens per rollout (longer responses are truncated)")
+    max_updates: int = knob(400, "optimization budget: stop after this many optimizer updates")
+    max_trajectories: int = knob(0, "trajectory budget: stop once this many fresh trajectories were generated (0 = no limit)")
+
+    def __post_init__(self) -> None:
+        check(self.max_response_tokens > 0, "budget.max_response_tokens", f"must be a positive number of tokens, got {self.max_response_tokens}")
+        check(self.max_updates > 0, "budget.max_updates", f"must be positive, got {self.max_updates}")
+        check(self.max_trajectories >= 0, "budget.max_trajectories", f"must be >= 0, got {self.max_trajectories}")
+
+
+@dataclass
+class RolloutConfig:
+    """The engine and decoding used for training rollouts."""
+
+    engine: str = knob("hf", "hf (transformers generate, CPU/GPU) | vllm (GPU, optional extra)")
+    temperature: float = knob(1.0, "sampling temperature for rollouts (log-probs use the same temperature)")
+    top_p: float = knob(1.0, "nucleus sampling threshold")
+    top_k: int = knob(0, "top-k sampling (0 = off)")
+    micro_batch: int = knob(256, "sequences per generate call (hf)")
+    gpu_memory_utilization: float = knob(0.4, "vllm: fraction of GPU memory for the engine (colocated with training)")
+    tensor_parallel_size: int = knob(1, "vllm: tensor parallel degree")
+    enforce_eager: bool = knob(False, "vllm: disable CUDA graphs (faster start, slower decode)")
+
+    def __post_init__(self) -> None:
+        check_choice(self.engine, "rollout.engine", ["hf", "vllm"])
+        check(self.temperature > 0, "rollout.temperature", f"must be > 0 for sampling, got {self.temperature}")
+        check(0 < self.top_p <= 1, "rollout.top_p", f"must be in (0, 1], got {self.top_p}")
+        check(self.top_k >= 0, "rollout.top_k", f"must be >= 0, got {self.top_k}")
+
+
+@dataclass
+class TrainerConfig:
+    """The common trainer: objective, optimizer, batch shape and cadences."""
+
+    kind: str = knob("opd", "opd (teacher-scored reverse KL) | grpo (verifiable reward)")
+    objective: str = knob("opd_full_rkl", "objectives registry key: opd_full_rkl | opd_sampled | grpo")
+    lr: float = knob(1e-3, "peak learning rate (AdamW)")
+    betas: list[float] = knob([0.9, 0.98], "AdamW betas")
+    eps: float = knob(1e-8, "AdamW epsilon")
+    weight_decay: float = knob(0.0, "AdamW weight decay")
+    warmup_updates: int = knob(10, "linear warm-up updates, then constant")
+    grad_clip: float = knob(1.0, "global gradient-norm clip (0 = off)")
+    prompts_per_iteration: int = knob(64, "distinct prompts (queries) per rollout iteration")
+    samples_per_prompt: int = knob(1, "rollouts per prompt (the GRPO group size)")
+    minibatches: int = knob(1, "optimizer updates per pass over an iteration's batch (the batch is split into this many)")
+    resample_period: int = knob(1, "passes over the same rollouts before fresh sampling (updates between fresh rollouts = minibatches x this)")
+    stat_groups: int = knob(4, "gradient groups per update for minibatch-level gradient statistics when an iteration has one update")
+    sketch_dim: int = knob(0, "dimension of the random gradient sketch handed to strategies (0 = norms only)")
+    aggregation: str = knob("dapo", "loss aggregation: grpo (per-sequence mean) | dapo (global token mean) | dr_grpo (constant normaliser)")
+    advantage: str = knob("zscore", "GRPO group advantage: zscore | center")
+    clip_low: float = knob(0.2, "PPO clip below 1")
+    clip_high: float = knob(0.2, "PPO clip above 1 (clip-higher: 0.28)")
+    dual_clip: float | None = knob(None, "dual-clip constant for negative advantages (DAPO recipe: 10); None = off")
+    kl_coef: float = knob(0.0, "GRPO: coefficient of the k3 KL to the initial policy (0 = off, no reference model)")
+    opd_coef: float = knob(1.0, "OPD: scale of the per-token advantage log p_teacher - log p_student")
+    is_cap: float | None = knob(None, "cap of truncated behaviour importance weights (replayed samples); None = no correction")
+    eval_every: int = knob(50, "updates between periodic evaluations (0 = only at start and end)")
+    checkpoint_every: int = knob(50, "updates between checkpoints (0 = only at the end)")
+    keep_checkpoints: int = knob(1, "checkpoints kept on disk (the last N)")
+    seed: int = knob(0, "seed of sampling, minibatch order and strategy randomness")
+    device: str = knob("auto", "auto | cpu | cuda")
+    threads: int = knob(0, "torch CPU threads (0 = torch default)")
+
+    def __post_init__(self) -> None:
+        p = "trainer."
+        check_choice(self.kind, p + "kind", ["opd", "grpo"])
+        check_choice(self.aggregation, p + "aggregation", ["grpo", "dapo", "dr_grpo"])
+        check_choice(self.advantage, p + "advantage", ["zscore", "center"])
+        check_choice(self.device, p + "device", ["auto", "cpu", "cuda"])
+        check(self.lr > 0, p + "lr", f"must be positive, got {self.lr}")
+        check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), p + "betas", f"need two values in [0, 1), got {self.betas}")
+        for key in ("prompts_per_iteration", "samples_per_prompt", "minibatches", "resample_period", "stat_groups"):
+            check(getattr(self, key) >= 1, p + key, f"must be >= 1, got {getattr(self, key)}")
+        check(self.kind != "grpo" or self.samples_per_prompt >= 2, p + "samples_per_prompt", "GRPO needs groups of at least 2 samples")
+        check((self.prompts_per_iteration * self.samples_per_prompt) % self.minibatches == 0, p + "minibatches",
+              f"{self.minibatches} does not divide the batch of {self.prompts_per_iteration * self.samples_per_prompt} samples")
+        for key in ("eval_every", "checkpoint_every", "warmup_updates", "sketch_dim", "threads"):
+            check(getattr(self, key) >= 0, p + key, f"must be >= 0, got {getattr(self, key)}")
+        check(self.keep_checkpoints >= 1, p + "keep_checkpoints", f"must be >= 1, got {self.keep_checkpoints}")
+
+    @property
+    def updates_per_iteration(self) -> int:
+        return self.minibatches * self.resample_period
+
+
+@dataclass
+class EvalConfig:
+    """Periodic and final evaluation."""
+
+    suite: str = knob("tiny8", "benchmark suite: tiny8 | math8 | none (or list benchmarks explicitly)")
+    benchmarks: list[str] = knob([], "explicit benchmark names; overrides suite when non-empty")
+    data_root: str | None = knob(None, "jsonl data root; None = data.data_root, $REPLAYLAB_DATA_ROOT or ../shared/data/math")
+    budget: str = knob("tiny", "label of the evaluation response budget (e.g. 16k, 32k)")
+    max_new_tokens: int = knob(64, "maximum new tokens per evaluation response")
+    temperature: float = knob(0.0, "0 = greedy; Qwen3 thinking default 0.6")
+    top_p: float = knob(1.0, "nucleus threshold (Qwen3 thinking: 0.95)")
+    top_k: int = knob(0, "top-k (Qwen3 thinking: 20); 0 = off")
+    samples: int = knob(0, "samples per problem for avg@k (0 = each benchmark's default k; greedy forces 1)")
+    max_problems: int = knob(0, "evaluate only the first N problems per benchmark (0 = all); for smoke tests")
+    instruction: str = knob("", "instruction appended to each question (real models: 'Please reason step by step, and put your final answer within \\boxed{}.')")
+    enable_thinking: bool = knob(False, "Qwen3 thinking mode in the chat template")
+    at_start: bool = knob(True, "evaluate the initial policy before training")
+    grader_workers: int = knob(2, "grading worker processes")
+    grader_timeout: int = knob(2, "math-verify per-item timeout (whole seconds)")
+
+    def __post_init__(self) -> None:
+        check(self.max_new_tokens > 0, "eval.max_new_tokens", f"must be positive, got {self.max_new_tokens}")
+        check(self.temperature >= 0, "eval.temperature", f"must be >= 0, got {self.temperature}")
+        check(self.samples >= 0, "eval.samples", f"must be >= 0, got {self.samples}")
+        check(self.grader_workers >= 1, "eval.grader_workers", f"must be >= 1, got {self.grader_workers}")
+
+
+@dataclass
+class WandbConfig:
+    """The wandb mirror of the result rows (local rows are the source of truth)."""
+
+    enabled: bool = knob(True, "mirror rows and the resolved config to wandb")
+    mode: str | None = knob(None, "online | offline | disabled; None = $WANDB_MODE, else offline")
+    project: str = knob("replaylab", "wandb project")
+    entity: str | None = knob(None, "wandb entity (team)")
+    group: str | None = knob(None, "wandb group (default: the experiment name)")
+
+
+@dataclass
+class Config:
+    """A replaylab run. Its resolved form, hashed, names the run directory."""
+
+    trainer: TrainerConfig = MISSING
+    strategy: Any = MISSING  # a strategy's own dataclass (replaylab.replay.*)
+    model: ModelConfig = MISSING
+    teacher: TeacherConfig = MISSING
+    data: DataConfig = MISSING
+    order: OrderConfig = MISSING
+    budget: BudgetConfig = MISSING
+    eval: EvalConfig = MISSING
+    rollout: RolloutConfig = MISSING
+    tiny: TinyWorldConfig = field(default_factory=TinyWorldConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    experiment: str = knob("default", "experiment name: groups runs in results and tables")
+    output_root: str = knob("runs", "root directory of run directories (each named by its config hash)")
+    progress: bool = knob(True, "show a progress bar")
+
+
+def register_configs() -> None:
+    """Register every schema with Hydra's ConfigStore (YAML files extend these)."""
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=Config)
+    for group, node in [
+        ("trainer", TrainerConfig), ("model", ModelConfig), ("teacher", TeacherConfig), ("data", DataConfig),
+        ("order", OrderConfig), ("budget", BudgetConfig), ("eval", EvalConfig), ("rollout", RolloutConfig),
+    ]:
+        cs.store(group=f"schema/{group}", name="base", node=node)
+    from replaylab.replay import STRATEGIES  # registers the strategy modules
+
+    for name, cls in STRATEGIES.items():
+        cs.store(group="schema/strategy", name=name, node=cls.Config)
+
+
+def to_object(cfg: DictConfig) -> Config:
+    """Instantiate the dataclasses (running their checks); errors name the offending key."""
+    try:
+        return OmegaConf.to_object(cfg)
+    except ConfigError:
+        raise
+    except Exception as e:  # omegaconf validation errors carry full_key
+        raise ConfigError(str(e)) from e
+
+
+__all__ = ["Config", "ConfigError", "TinyModelSize", "TinyWorldConfig", "check", "check_choice", "knob", "register_configs", "to_object"]

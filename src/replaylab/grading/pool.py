@@ -1,0 +1,219 @@
+"""A pool of killable grading processes with a hard wall-clock deadline per item.
+
+Why not multiprocessing.Pool / ProcessPoolExecutor: neither can kill one stuck worker. A timed-out
+`future.result(timeout)` leaves the worker running, so one permanently hung sympy call silently
+removes a slot (verl's pitfall, research/ANCHORS.md section 5.3). Here every worker has its own
+pipe; the parent multiplexes them with `connection.wait`, tracks a deadline for the item each
+worker is on, and SIGKILLs and replaces a worker that overruns. Items queued behind the killed one
+go back to the queue; the overrunning item is reported as a timeout.
+
+Workers are spawned (never forked): a trainer process holds CUDA state and threads that must not
+be forked, and a spawned worker can safely cap its own address space.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+
+from replaylab.grading.result import ERROR, TIMEOUT
+from replaylab.grading.worker import worker_main
+
+Task = tuple  # (mode, text, gold), or worker.HANG_TASK tasks in tests
+Outcome = tuple  # (correct, status, message)
+
+_MAX_START_FAILURES = 3  # consecutive workers dying before "ready": a broken install, not bad luck
+
+
+@dataclass
+class _Worker:
+    process: mp.process.BaseProcess
+    conn: object  # multiprocessing.connection.Connection (parent end)
+    started_at: float
+    ready: bool = False
+    assigned: deque = field(default_factory=deque)  # task indices, in the order the worker runs them
+    deadline: float = 0.0  # wall-clock limit for assigned[0]
+
+
+def _stop(workers: list[_Worker]) -> None:
+    """Ask each worker to exit, then kill whatever is still alive. Safe to call twice."""
+    for w in workers:
+        try:
+            w.conn.send(None)
+        except (OSError, ValueError):
+            pass
+    deadline = time.monotonic() + 1.0
+    for w in workers:
+        w.process.join(max(0.0, deadline - time.monotonic()))
+        if w.process.is_alive():
+            w.process.kill()
+            w.process.join()
+        w.conn.close()
+    workers.clear()
+
+
+class WorkerPool:
+    """Runs prepared tasks on `num_workers` spawned processes; see the module doc."""
+
+    def __init__(
+        self,
+        num_workers: int,
+        item_timeout: float,
+        worker_args: tuple,
+        *,
+        chunk_size: int = 8,
+        start_timeout: float = 120.0,
+        start_method: str = "spawn",
+    ):
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        self.num_workers = num_workers
+        self.item_timeout = float(item_timeout)
+        self.chunk_size = max(1, chunk_size)
+        self.start_timeout = start_timeout
+        self._worker_args = worker_args
+        self._ctx = mp.get_context(start_method)
+        self._workers: list[_Worker] = []
+        self.kills = 0  # workers killed by the outer deadline
+        self.deaths = 0  # workers that died on their own (crash, OOM killer)
+        self._start_failures = 0
+        # Kill the processes even if the owner forgets close(): at GC or interpreter exit.
+        self._finalizer = weakref.finalize(self, _stop, self._workers)
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def _spawn(self) -> _Worker:
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        process = self._ctx.Process(
+            target=worker_main, args=(child_conn, *self._worker_args),
+            name="replaylab-grader", daemon=True,
+        )
+        process.start()
+        child_conn.close()  # the child holds its own copy; ours would mask EOF on its death
+        return _Worker(process, parent_conn, started_at=time.monotonic())
+
+    def _replace(self, w: _Worker) -> None:
+        if w.process.is_alive():
+            w.process.kill()
+        w.process.join()
+        w.conn.close()
+        self._workers[self._workers.index(w)] = self._spawn()
+
+    def pids(self) -> list[int]:
+        """Process ids of the current workers (for tests and diagnostics)."""
+        return [w.process.pid for w in self._workers]
+
+    def close(self) -> None:
+        self._finalizer()
+
+    # --- running ---------------------------------------------------------------------------------
+
+    def run(self, tasks: list[Task]) -> list[Outcome]:
+        """Outcome of every task, in order. Never raises for a bad task; raises RuntimeError only
+        when workers cannot start at all."""
+        if not tasks:
+            return []
+        for w in list(self._workers):
+            if w.assigned:  # a previous run was interrupted: its late results must not leak in
+                w.assigned.clear()
+                self._replace(w)
+        while len(self._workers) < self.num_workers:
+            self._workers.append(self._spawn())
+        results: list[Outcome | None] = [None] * len(tasks)
+        pending = deque(range(len(tasks)))
+        remaining = len(tasks)
+        while remaining:
+            self._assign(tasks, pending)
+            waitables = [w.conn for w in self._workers] + [w.process.sentinel for w in self._workers]
+            wait(waitables, timeout=self._next_wakeup())
+            remaining -= self._collect(results, pending)
+            remaining -= self._enforce_deadlines(results, pending)
+        return results  # type: ignore[return-value]
+
+    def _assign(self, tasks: list[Task], pending: deque) -> None:
+        # Smaller chunks as the queue drains, so no worker sits idle while another holds a backlog.
+        per_worker = max(1, len(pending) // (2 * self.num_workers))
+        for w in self._workers:
+            if not pending:
+                return
+            if w.ready and not w.assigned:
+                n = min(self.chunk_size, per_worker, len(pending))
+                chunk = [pending.popleft() for _ in range(n)]
+                try:
+                    w.conn.send([(i, tasks[i]) for i in chunk])
+                except OSError:
+                    # Died while idle: requeue; _collect sees the dead process and replaces it.
+                    pending.extendleft(reversed(chunk))
+                    w.process.kill()
+                    continue
+                w.assigned.extend(chunk)
+                w.deadline = time.monotonic() + self.item_timeout
+
+    def _next_wakeup(self) -> float:
+        now = time.monotonic()
+        limits = [w.deadline for w in self._workers if w.assigned]
+        limits += [w.started_at + self.start_timeout for w in self._workers if not w.ready]
+        return max(0.0, min(limits) - now) if limits else 1.0
+
+    def _collect(self, results: list, pending: deque) -> int:
+        """Read every finished result; handle workers that died. Returns items completed."""
+        done = 0
+        for w in list(self._workers):
+            try:
+                while w.conn.poll():
+                    msg = w.conn.recv()
+                    if msg[0] == "ready":
+                        w.ready = True
+                        self._start_failures = 0
+                        continue
+                    index, outcome = msg
+                    if w.assigned and w.assigned[0] == index:
+                        w.assigned.popleft()
+                        w.deadline = time.monotonic() + self.item_timeout
+                        results[index] = outcome
+                        done += 1
+            except (EOFError, OSError):
+                pass  # the pipe closed: the worker is dead, handled just below
+            if not w.process.is_alive():
+                done += self._on_death(w, results, pending)
+        return done
+
+    def _on_death(self, w: _Worker, results: list, pending: deque) -> int:
+        code = w.process.exitcode
+        if not w.ready:
+            self._start_failures += 1
+            if self._start_failures >= _MAX_START_FAILURES:
+                raise RuntimeError(
+                    f"grading workers keep dying before they start (exit code {code}); "
+                    "see the traceback on stderr (is math-verify importable?)"
+                )
+        done = 0
+        self.deaths += 1
+        if w.assigned:
+            index = w.assigned.popleft()
+            results[index] = (False, ERROR, f"grading worker died (exit code {code})")
+            done = 1
+            pending.extendleft(reversed(w.assigned))
+            w.assigned.clear()
+        self._replace(w)
+        return done
+
+    def _enforce_deadlines(self, results: list, pending: deque) -> int:
+        done = 0
+        now = time.monotonic()
+        for w in list(self._workers):
+            if w.assigned and now > w.deadline:
+                index = w.assigned.popleft()
+                results[index] = (False, TIMEOUT, f"killed after {self.item_timeout:g}s wall clock")
+                done += 1
+                pending.extendleft(reversed(w.assigned))
+                w.assigned.clear()
+                self.kills += 1
+                self._replace(w)
+            elif not w.ready and now > w.started_at + self.start_timeout:
+                raise RuntimeError(f"grading worker not ready after {self.start_timeout:g}s")
+        return done

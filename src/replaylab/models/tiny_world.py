@@ -1,0 +1,130 @@
+"""Build, cache and locate the tiny world: tokenizer, SFT teacher and weaker student.
+
+The teacher is a small Qwen3-architecture model trained by SFT on the arithmetic task; the student
+is an early checkpoint of the same run (TINY_RECIPES.md: an early checkpoint has room to learn yet
+earns rewards). The build is deterministic and cached under a directory keyed by the hash of its
+build config, so `make tiny` twice is a cache hit and every run of a sweep shares one build.
+"""
+
+from __future__ import annotations
+
+import copy
+import fcntl
+import json
+import os
+import random
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from replaylab.models.sft import SFTSchedule, train_sft
+from replaylab.models.tiny_tokenizer import VOCAB_SIZE, build_tiny_tokenizer
+from replaylab.tasks.arithmetic import make_problem
+from replaylab.models.tiny_spec import TinyModelSize, TinyWorldConfig
+from replaylab.tasks.tiny8 import held_out_questions
+
+def cache_root() -> Path:
+    """`$REPLAYLAB_CACHE`, else `$XDG_CACHE_HOME/replaylab`, else `~/.cache/replaylab`."""
+    if os.environ.get("REPLAYLAB_CACHE"):
+        return Path(os.environ["REPLAYLAB_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "replaylab"
+
+
+def tiny_world_dir(cfg: TinyWorldConfig) -> Path:
+    return cache_root() / "tiny" / cfg.digest()
+
+
+def _qwen3(size: TinyModelSize, tokenizer) -> Qwen3ForCausalLM:
+    config = Qwen3Config(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=size.hidden_size,
+        intermediate_size=size.intermediate_size,
+        num_hidden_layers=size.num_layers,
+        num_attention_heads=size.num_heads,
+        num_key_value_heads=size.num_kv_heads,
+        head_dim=size.hidden_size // size.num_heads,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return Qwen3ForCausalLM(config)
+
+
+def _save(model, tokenizer, path: Path) -> None:
+    model.generation_config.top_k = None  # no hidden sampling defaults: callers say what they want
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+
+
+def build_tiny_world(cfg: TinyWorldConfig, out: Path, progress: bool = True) -> dict:
+    """Train the teacher, snapshot the student, save both (with the tokenizer) under `out`."""
+    tokenizer = build_tiny_tokenizer()
+    torch.manual_seed(cfg.seed)
+    model = _qwen3(cfg.teacher, tokenizer)
+    held_out = held_out_questions()
+
+    def sample_batch(rng: random.Random, n: int):
+        batch = []
+        while len(batch) < n:
+            p = make_problem(rng.choice(cfg.kinds), rng, "sft")
+            if p.question not in held_out:
+                batch.append(p)
+        return batch
+
+    bar = tqdm(total=cfg.teacher_steps, desc="tiny world: SFT", disable=not progress, unit="step")
+    t0 = time.time()
+
+    def on_step(step: int, loss: float) -> None:
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss:.3f}")
+        if step == cfg.student_step:
+            _save(copy.deepcopy(model).eval(), tokenizer, out / "student")
+
+    train_sft(model, tokenizer, sample_batch, SFTSchedule(cfg.teacher_steps, cfg.batch_size, cfg.lr, warmup=cfg.warmup), cfg.seed, on_step)
+    bar.close()
+    _save(model, tokenizer, out / "teacher")
+    n_params = sum(p.numel() for p in model.parameters())
+    return {"config": asdict(cfg), "digest": cfg.digest(), "parameters": n_params, "sft_seconds": time.time() - t0}
+
+
+def ensure_tiny_world(cfg: TinyWorldConfig | None = None, progress: bool = True) -> Path:
+    """The cache directory of `cfg`'s tiny world, building it first if needed.
+
+    Concurrent callers (a parallel sweep) serialise on a file lock; the build goes to a temporary
+    directory renamed into place, so a killed build never leaves a half-written cache entry.
+    """
+    cfg = cfg or TinyWorldConfig()
+    final = tiny_world_dir(cfg)
+    if (final / "build.json").exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f".{final.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (final / "build.json").exists():
+            return final
+        tmp = final.parent / f".{final.name}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        report = build_tiny_world(cfg, tmp, progress=progress)
+        from replaylab.evaluation.tiny import tiny8_accuracy  # late: evaluation imports rollout
+
+        for role in ("teacher", "student"):
+            report[f"{role}_tiny8"] = tiny8_accuracy(tmp / role)
+        (tmp / "build.json").write_text(json.dumps(report, indent=2))
+        os.replace(tmp, final)
+    return final
+
+
+def resolve_tiny(name_or_path: str, cfg: TinyWorldConfig | None = None, progress: bool = True) -> str:
+    """`tiny://teacher` or `tiny://student` -> the local directory of that model."""
+    role = name_or_path.removeprefix("tiny://")
+    if role not in ("teacher", "student"):
+        raise ValueError(f"unknown tiny model {name_or_path!r}; allowed: tiny://teacher, tiny://student")
+    return str(ensure_tiny_world(cfg, progress=progress) / role)

@@ -1,0 +1,145 @@
+"""The replay-strategy protocol and registry: the unit of research in replaylab.
+
+A strategy decides what each iteration trains on. The trainer calls its hooks in a fixed order and
+never asks which strategy runs:
+
+    initial_prompts(...)  once, before training: prompts whose initial-policy rollouts it needs
+    receive_initial(...)  once: those rollouts, scored (teacher log-probs / rewards cached)
+    plan(ctx)             which prompts get fresh rollouts, which stored groups are reused
+    compose(fresh, plan)  merge / replace / augment the fresh groups with stored samples
+    observe(groups, stats)  after the updates: buffers, pass rates, triggers; returns metrics
+    state_dict / load_state_dict  everything needed for a bit-exact resume
+
+Samples a strategy replays can ask the objective for off-policy treatment through two keys in
+`Sample.extras`: `ratio_base` ("proximal", the default: the PPO ratio is taken against the policy at
+the start of the update, the stored behaviour is ignored; or "behaviour": against the stored
+behaviour log-probs, as RePO does) and `is_cap` (a float: multiply the token loss by the truncated
+decoupled weight min(pi_prox / mu, is_cap), as POPO does).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from replaylab.config_fields import knob
+from replaylab.types import Group, Prompt
+
+
+@dataclass
+class StrategyConfig:
+    """Fields every strategy has."""
+
+    name: str = knob("current", "registry name of the strategy")
+
+
+class PromptStream:
+    """The run's data order: a reproducible walk over the training prompts, epoch after epoch.
+
+    Its position is part of the checkpoint, so a resumed run continues the same order.
+    """
+
+    def __init__(self, prompts: list[Prompt], order: list[int]):
+        if not prompts:
+            raise ValueError("the training prompt set is empty")
+        self.prompts = prompts
+        self.order = order
+        self.position = 0  # prompts consumed so far (across epochs)
+
+    def take(self, n: int) -> list[Prompt]:
+        out = [self.peek_at(self.position + i) for i in range(n)]
+        self.position += n
+        return out
+
+    def peek_at(self, absolute_index: int) -> Prompt:
+        """The prompt at a given position of the (endless, epoch-repeating) order."""
+        return self.prompts[self.order[absolute_index % len(self.order)]]
+
+    def peek(self, n: int, start: int | None = None) -> list[Prompt]:
+        start = self.position if start is None else start
+        return [self.peek_at(start + i) for i in range(n)]
+
+
+@dataclass
+class StepContext:
+    """What the trainer tells a strategy at each iteration."""
+
+    iteration: int  # rollout iterations done so far
+    update: int  # optimizer updates done so far (the policy version)
+    prompts_per_iteration: int
+    samples_per_prompt: int
+    updates_per_iteration: int
+    max_updates: int
+    stream: PromptStream
+    rng: random.Random  # the strategy's own stream, checkpointed by the trainer
+
+
+@dataclass
+class Plan:
+    """An iteration's intent: fresh prompts to sample, stored groups to train on again."""
+
+    fresh: list[Prompt] = field(default_factory=list)
+    reuse: list[Group] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class UpdateStats:
+    """Gradient statistics of one iteration, globally reduced (equal on every rank)."""
+
+    iteration: int
+    update: int  # policy version after the iteration's updates
+    grad_norms: list[float]  # per-minibatch (or per gradient group) pre-clip global norms
+    grad_sketches: list[Any] | None = None  # per-minibatch sketched gradient vectors (torch tensors)
+    loss_metrics: dict[str, float] = field(default_factory=dict)
+
+
+class ReplayStrategy:
+    """Base class: plain current-policy training. Subclasses override the hooks they need."""
+
+    name: ClassVar[str] = "base"
+    Config: ClassVar[type] = StrategyConfig
+    # The objective families a strategy makes sense for ("opd", "grpo"); checked at start.
+    trainers: ClassVar[tuple[str, ...]] = ("opd", "grpo")
+
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+
+    def initial_prompts(self, stream: PromptStream, ctx: StepContext) -> list[Prompt]:
+        return []
+
+    def receive_initial(self, groups: list[Group]) -> None:
+        pass
+
+    def plan(self, ctx: StepContext) -> Plan:
+        return Plan(fresh=ctx.stream.take(ctx.prompts_per_iteration))
+
+    def compose(self, fresh: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
+        return fresh + plan.reuse
+
+    def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
+        return {}
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+STRATEGIES: dict[str, type[ReplayStrategy]] = {}
+
+
+def register_strategy(cls: type[ReplayStrategy]) -> type[ReplayStrategy]:
+    if cls.name in STRATEGIES:
+        raise ValueError(f"strategy {cls.name!r} registered twice")
+    STRATEGIES[cls.name] = cls
+    return cls
+
+
+def build_strategy(cfg: Any) -> ReplayStrategy:
+    name = cfg.name
+    if name not in STRATEGIES:
+        raise KeyError(f"strategy.name: unknown strategy {name!r}; allowed: {sorted(STRATEGIES)}")
+    return STRATEGIES[name](cfg)

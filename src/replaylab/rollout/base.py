@@ -1,0 +1,52 @@
+"""The `Generator` protocol: how the trainer and the evaluator get responses from a policy.
+
+Two implementations sit behind it: `hf.HFGenerator` (transformers `generate`, CPU and GPU) and
+`vllm.VLLMGenerator` (GPU machines, optional extra, imported lazily). Both return `Sample`s with
+per-token behaviour log-probs, a truncation flag and the policy version that produced them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from replaylab.types import Prompt, Sample, Source
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Decoding settings for one generate call."""
+
+    max_new_tokens: int  # the response budget
+    temperature: float = 1.0  # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    n: int = 1  # samples per prompt
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens <= 0:
+            raise ValueError(f"max_new_tokens must be positive, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
+
+
+@runtime_checkable
+class Generator(Protocol):
+    policy_version: int
+
+    def generate(
+        self, prompts: list[Prompt], params: SamplingParams, seed: int, source: Source = "fresh"
+    ) -> list[list[Sample]]:
+        """`params.n` samples per prompt, grouped per prompt in input order. Deterministic given
+        `seed` and the weights (on CPU)."""
+        ...
+
+    def sync_weights(self, model: torch.nn.Module, version: int) -> None:
+        """Make the generator sample from `model`'s current weights, tagged as `version`."""
+        ...

@@ -1,0 +1,91 @@
+"""Run directories, named by the hash of the resolved config; checkpoints; the done marker.
+
+Everything that changes the numbers is in the hash; knobs that only change bookkeeping (progress
+bars, checkpoint cadence, wandb, the output root, grading parallelism) are not, so a run resumed
+with a different cadence, or mirrored to wandb, lands in the same directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+NON_SEMANTIC_KEYS = (
+    "progress", "output_root", "wandb", "trainer.checkpoint_every", "trainer.keep_checkpoints",
+    "eval.grader_workers",
+)
+
+
+def semantic_config(cfg: DictConfig) -> dict:
+    d = OmegaConf.to_container(cfg, resolve=True)
+    for key in NON_SEMANTIC_KEYS:
+        node, *rest = key.split(".")
+        if rest:
+            d.get(node, {}).pop(rest[0], None)
+        else:
+            d.pop(node, None)
+    return d
+
+
+def config_hash(cfg: DictConfig) -> str:
+    payload = json.dumps(semantic_config(cfg), sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def run_dir(cfg: DictConfig) -> Path:
+    label = f"{cfg.trainer.kind}-{cfg.strategy.name}"
+    return Path(cfg.output_root) / cfg.experiment / f"{label}-{config_hash(cfg)}"
+
+
+def done_marker(path: Path) -> Path:
+    return path / "done.json"
+
+
+def is_done(path: Path) -> bool:
+    return done_marker(path).exists()
+
+
+def mark_done(path: Path, summary: dict) -> None:
+    _atomic_write(done_marker(path), json.dumps(summary, indent=2, default=str).encode())
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def save_checkpoint(path: Path, update: int, state: dict, keep: int) -> Path:
+    """Write `state` as checkpoint `update`, atomically; keep the last `keep` checkpoints."""
+    ckpt_root = path / "checkpoints"
+    ckpt_root.mkdir(parents=True, exist_ok=True)
+    target = ckpt_root / f"update_{update:07d}.pt"
+    tmp = target.with_suffix(".pt.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, target)
+    _atomic_write(ckpt_root / "latest", target.name.encode())
+    for old in sorted(ckpt_root.glob("update_*.pt"))[:-keep]:
+        old.unlink()
+    return target
+
+
+def latest_checkpoint(path: Path) -> Path | None:
+    pointer = path / "checkpoints" / "latest"
+    if not pointer.exists():
+        return None
+    target = path / "checkpoints" / pointer.read_text().strip()
+    return target if target.exists() else None
+
+
+def load_checkpoint(target: Path) -> dict:
+    return torch.load(target, map_location="cpu", weights_only=False)
+
+
+def clear_run(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,42 @@
+"""Training prompt sets and data orders.
+
+A prompt set is a list of `Prompt`s rendered through the policy's chat template; a data order is a
+reproducible permutation of it (`order.index`), so the same index gives the same walk for every
+strategy, and three indices give the three data orders a table averages over.
+"""
+
+from __future__ import annotations
+
+import random
+
+from transformers import PreTrainedTokenizerBase
+
+from replaylab.types import Prompt
+
+
+def training_rows(name: str, size: int, seed: int, data_root: str | None) -> list[dict[str, str]]:
+    if name == "tiny_arith":
+        from replaylab.tasks.tiny8 import training_problems
+
+        return [{"id": p.uid, "problem": p.question, "answer": p.answer} for p in training_problems(size, seed)]
+    from replaylab.evaluation.data import load_train_rows
+
+    rows = load_train_rows(name, data_root)
+    return rows[:size] if size else rows
+
+
+def render_prompts(rows: list[dict[str, str]], tokenizer: PreTrainedTokenizerBase, instruction: str,
+                   enable_thinking: bool) -> list[Prompt]:
+    from replaylab.evaluation.runner import render_question
+
+    texts = [render_question(tokenizer, r["problem"], instruction, enable_thinking) for r in rows]
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return [Prompt(r["id"], t, tuple(i), r["answer"]) for r, t, i in zip(rows, texts, ids)]
+
+
+def data_order(n: int, index: int) -> list[int]:
+    """Permutation `index` of range(n); -1 = file order. Independent of every other seed."""
+    order = list(range(n))
+    if index >= 0:
+        random.Random(f"replaylab-order-{index}").shuffle(order)
+    return order

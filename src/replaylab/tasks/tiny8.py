@@ -1,0 +1,37 @@
+"""`tiny8`: the tiny world's eight held-out test sets, one per problem kind.
+
+Two of them are harder than anything in training (four terms; three-digit operands), the rest
+span the training kinds' difficulty levels. Each has a fixed seed and size, so every run, table
+and checkpoint is scored on exactly the same questions; their question texts are excluded from
+every training stream (SFT and RL).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from replaylab.tasks.arithmetic import Problem, generate
+
+TINY8_SIZE = 100  # problems per set: one eval point has a standard error of ~5 points at 50%
+TINY8_SEED = 12345
+TINY8_SETS: tuple[str, ...] = ("add2", "sub2", "mul", "add3", "addmul", "mulsub", "add4", "add3d")
+# Kinds the SFT and RL training streams draw from; add4 and add3d stay out (harder than training).
+TRAIN_KINDS: tuple[str, ...] = ("add2", "sub2", "mul", "add3", "addmul", "mulsub")
+
+
+@lru_cache(maxsize=None)
+def tiny8_set(name: str) -> tuple[Problem, ...]:
+    if name not in TINY8_SETS:
+        raise KeyError(f"unknown tiny8 set {name!r}; allowed: {list(TINY8_SETS)}")
+    seed = TINY8_SEED + TINY8_SETS.index(name)
+    return tuple(generate([name], TINY8_SIZE, seed, prefix=f"tiny8-{name}"))
+
+
+@lru_cache(maxsize=1)
+def held_out_questions() -> frozenset[str]:
+    return frozenset(p.question for name in TINY8_SETS for p in tiny8_set(name))
+
+
+def training_problems(n: int, seed: int, kinds: tuple[str, ...] = TRAIN_KINDS) -> list[Problem]:
+    """The RL training prompt set of the tiny world: `n` distinct problems, none held out."""
+    return generate(list(kinds), n, seed, prefix=f"arith-s{seed}", exclude=held_out_questions())

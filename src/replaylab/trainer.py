@@ -1,0 +1,298 @@
+"""The common trainer: one strategy-blind loop for OPD and GRPO (see DESIGN.md, "One iteration").
+
+    plan -> generate -> score -> compose -> (prox log-probs) -> updates -> observe -> ledger, rows
+
+Checkpoints are taken at iteration boundaries and hold everything the loop's future depends on
+(weights, optimizer, scheduler, data-order position, strategy state and RNG, ledger, row count);
+every other random choice is derived from (seed, iteration), so a resumed run writes the same rows
+as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from replaylab.batching import score_logprobs
+from replaylab.budget import Ledger
+from replaylab.grad_stats import CountSketch, global_norm
+from replaylab.losses import minibatch_loss, share_of_batch
+from replaylab.replay.base import PromptStream, ReplayStrategy, StepContext, UpdateStats
+from replaylab.rollout.base import SamplingParams
+from replaylab.runs import latest_checkpoint, load_checkpoint, mark_done, save_checkpoint
+from replaylab.results.rows import RowWriter
+from replaylab.scoring import assign_advantages, grade_rewards
+from replaylab.types import Group, Sample
+
+
+class TrainingDiverged(RuntimeError):
+    """A non-finite loss or gradient; the last good checkpoint is left untouched."""
+
+
+@dataclass
+class Components:
+    policy: torch.nn.Module
+    tokenizer: object
+    generator: object  # rollout.base.Generator
+    teacher: object | None  # teacher.base.TeacherScorer
+    grader: object  # grading.Grader
+    strategy: ReplayStrategy
+    stream: PromptStream
+    evaluate: object  # callable(update) -> list[(benchmark, metrics, n)] or None
+    ref_model: torch.nn.Module | None = None
+
+
+def derived_seed(*parts: object) -> int:
+    """A 31-bit seed from the run seed and a purpose, stable across Python processes."""
+    return random.Random("/".join(map(str, parts))).getrandbits(31)
+
+
+class Trainer:
+    def __init__(self, cfg, comp: Components, run_dir: Path, rows: RowWriter):
+        self.cfg, self.c, self.run_dir, self.rows = cfg, comp, run_dir, rows
+        t = cfg.trainer
+        self.params = [p for p in comp.policy.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(self.params, lr=t.lr, betas=tuple(t.betas), eps=t.eps, weight_decay=t.weight_decay)
+        warm = t.warmup_updates
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda u: min(1.0, (u + 1) / warm) if warm else 1.0)
+        self.sketch = CountSketch(t.sketch_dim, seed=t.seed) if t.sketch_dim else None
+        self.ledger = Ledger()
+        self.iteration = 0
+        self.update = 0
+        self.last_eval = -1
+        self.strategy_rng = random.Random(derived_seed(t.seed, "strategy"))
+        self.pad_id = comp.tokenizer.pad_token_id
+        self.full_teacher = t.objective == "opd_full_rkl"
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict:
+        return {
+            "policy": self.c.policy.state_dict(), "optimizer": self.opt.state_dict(),
+            "scheduler": self.sched.state_dict(), "strategy": self.c.strategy.state_dict(),
+            "strategy_rng": self.strategy_rng.getstate(), "stream_position": self.c.stream.position,
+            "ledger": self.ledger.state_dict(), "rows": self.rows.count, "iteration": self.iteration,
+            "update": self.update, "last_eval": self.last_eval, "torch_rng": torch.get_rng_state(),
+        }
+
+    def load_state_dict(self, s: dict) -> None:
+        self.c.policy.load_state_dict(s["policy"])
+        self.opt.load_state_dict(s["optimizer"])
+        self.sched.load_state_dict(s["scheduler"])
+        self.c.strategy.load_state_dict(s["strategy"])
+        self.strategy_rng.setstate(s["strategy_rng"])
+        self.c.stream.position = s["stream_position"]
+        self.ledger = Ledger.from_state(s["ledger"])
+        self.rows.truncate(s["rows"])
+        self.iteration, self.update, self.last_eval = s["iteration"], s["update"], s["last_eval"]
+        torch.set_rng_state(s["torch_rng"])
+        self.c.generator.sync_weights(self.c.policy, self.update)
+
+    def checkpoint(self) -> Path:
+        with self.ledger.timed("checkpoint"):
+            return save_checkpoint(self.run_dir, self.update, self.state_dict(), self.cfg.trainer.keep_checkpoints)
+
+    # ----------------------------------------------------------------- loop
+    def context(self) -> StepContext:
+        t = self.cfg.trainer
+        return StepContext(self.iteration, self.update, t.prompts_per_iteration, t.samples_per_prompt,
+                           t.updates_per_iteration, self.cfg.budget.max_updates, self.c.stream, self.strategy_rng)
+
+    def budget_left(self) -> bool:
+        b = self.cfg.budget
+        if self.update >= b.max_updates:
+            return False
+        return not (b.max_trajectories and self.ledger.fresh_trajectories >= b.max_trajectories)
+
+    def run(self) -> dict:
+        resumed = latest_checkpoint(self.run_dir)
+        if resumed is not None:
+            self.load_state_dict(load_checkpoint(resumed))
+        else:
+            self.rows.truncate(0)
+            if self.cfg.eval.at_start:
+                self.run_eval()
+            self.build_initial_store()
+        bar = tqdm(total=self.cfg.budget.max_updates, initial=self.update, disable=not self.cfg.progress,
+                   desc=f"{self.cfg.trainer.kind}/{self.cfg.strategy.name}", unit="upd")
+        t = self.cfg.trainer
+        while self.budget_left():
+            start_update = self.update
+            metrics = self.run_iteration()
+            bar.update(self.update - start_update)
+            bar.set_postfix({k: f"{metrics[k]:.3g}" for k in ("reward", "reverse_kl", "tokens_per_s") if k in metrics})
+            if t.eval_every and self.update // t.eval_every > self.last_eval // t.eval_every:
+                self.run_eval()
+            if t.checkpoint_every and self.update // t.checkpoint_every > start_update // t.checkpoint_every:
+                self.checkpoint()
+        bar.close()
+        if self.last_eval != self.update:
+            self.run_eval()
+        self.checkpoint()
+        summary = {"update": self.update, "iteration": self.iteration, **self.ledger.summary()}
+        mark_done(self.run_dir, summary)
+        return summary
+
+    def build_initial_store(self) -> None:
+        """Initial-policy rollouts a strategy asked for, generated once before any update."""
+        prompts = self.c.strategy.initial_prompts(self.c.stream, self.context())
+        if not prompts:
+            return
+        with self.ledger.timed("generate_initial"):
+            per_prompt = self.c.generator.generate(prompts, self.sampling(), seed=derived_seed(self.cfg.trainer.seed, "initial"), source="initial")
+        groups = [Group(p, s) for p, s in zip(prompts, per_prompt)]
+        samples = [s for g in groups for s in g.samples]
+        self.ledger.record_generated(samples)
+        self.score(samples)
+        self.c.strategy.receive_initial(groups)
+
+    def sampling(self) -> SamplingParams:
+        r = self.cfg.rollout
+        return SamplingParams(self.cfg.budget.max_response_tokens, r.temperature, r.top_p, r.top_k, self.cfg.trainer.samples_per_prompt)
+
+    def score(self, samples: list[Sample]) -> None:
+        with self.ledger.timed("score"):
+            if self.cfg.trainer.kind == "grpo":
+                grade_rewards(samples, self.c.tokenizer, self.c.grader)
+            else:
+                before = self.c.teacher.tokens_scored
+                self.c.teacher.score(samples, full=self.full_teacher)
+                self.ledger.teacher_tokens_scored += self.c.teacher.tokens_scored - before
+
+    def run_iteration(self) -> dict[str, float]:
+        t, ctx = self.cfg.trainer, self.context()
+        start_version = self.update
+        plan = self.c.strategy.plan(ctx)
+        fresh: list[Group] = []
+        t0 = time.perf_counter()
+        if plan.fresh:
+            with self.ledger.timed("generate"):
+                per_prompt = self.c.generator.generate(plan.fresh, self.sampling(), seed=derived_seed(t.seed, "iteration", self.iteration))
+            fresh = [Group(p, s) for p, s in zip(plan.fresh, per_prompt)]
+            self.ledger.record_generated([s for g in fresh for s in g.samples])
+        gen_tokens = sum(s.num_tokens for g in fresh for s in g.samples)
+        gen_seconds = time.perf_counter() - t0
+        self.score([s for g in fresh for s in g.samples])
+        groups = self.c.strategy.compose(fresh, plan, ctx)
+        samples = [s for g in groups for s in g.samples]
+        if not samples:
+            raise RuntimeError(f"strategy {self.cfg.strategy.name!r} planned an empty batch at iteration {self.iteration}")
+        self.score(samples)
+        if t.kind == "grpo":
+            assign_advantages(groups, t.advantage)
+        self.attach_proximal(samples, start_version)
+        with self.ledger.timed("train"):
+            norms, sketches, loss_metrics = self.train_on(samples)
+        self.ledger.record_trained(samples, start_version)
+        self.ledger.reused_passes += t.resample_period - 1
+        self.iteration += 1
+        self.ledger.iterations = self.iteration
+        stats = UpdateStats(self.iteration - 1, self.update, norms, sketches, loss_metrics)
+        strategy_metrics = {**plan.metrics, **self.c.strategy.observe(groups, stats, ctx)}
+        for s in samples:  # proximal log-probs are only valid for this iteration
+            s.extras.pop("prox_logprobs", None)
+        metrics = {**loss_metrics, **self.batch_metrics(groups, gen_tokens, gen_seconds)}
+        ledger = self.ledger.summary()
+        self.rows.write("train", self.update, self.iteration, metrics, ledger)
+        if strategy_metrics:
+            self.rows.write("strategy", self.update, self.iteration, strategy_metrics, ledger)
+        return metrics
+
+    def attach_proximal(self, samples: list[Sample], version: int) -> None:
+        """Log-probs under the policy at the start of this iteration, for samples not generated by it
+        (replayed or stored ones); fresh samples' behaviour log-probs already are exactly that."""
+        stale = [s for s in samples if s.source != "fresh" or s.policy_version != version]
+        if not stale or self.cfg.trainer.objective == "opd_full_rkl":
+            return
+        with self.ledger.timed("proximal"):
+            scored = score_logprobs(self.c.policy, stale, self.pad_id, self.cfg.rollout.micro_batch, self.cfg.rollout.temperature)
+        for s, (logp, _) in zip(stale, scored):
+            s.extras["prox_logprobs"] = logp
+
+    def train_on(self, samples: list[Sample]) -> tuple[list[float], list | None, dict[str, float]]:
+        t = self.cfg.trainer
+        norms: list[float] = []
+        sketches: list | None = [] if self.sketch else None
+        totals: dict[str, float] = {}
+        for p in range(t.resample_period):
+            order = list(range(len(samples)))
+            random.Random(derived_seed(t.seed, "minibatch", self.iteration, p)).shuffle(order)
+            size = len(samples) // t.minibatches
+            for m in range(t.minibatches):
+                mb = [samples[i] for i in order[m * size : (m + 1) * size]]
+                groups = t.stat_groups if t.updates_per_iteration == 1 else 1
+                mb_norms, mb_sketches, metrics = self.optimizer_step(mb, groups)
+                norms += mb_norms
+                if sketches is not None:
+                    sketches += mb_sketches
+                for k, v in metrics.items():
+                    totals[k] = totals.get(k, 0.0) + v / t.updates_per_iteration
+        return norms, sketches, totals
+
+    def optimizer_step(self, mb: list[Sample], n_groups: int) -> tuple[list[float], list, dict[str, float]]:
+        t, model = self.cfg.trainer, self.c.policy
+        model.train()
+        size = math.ceil(len(mb) / n_groups)
+        parts = [mb[i : i + size] for i in range(0, len(mb), size)]
+        norms, sketches, metrics = [], [], {}
+        accum = [torch.zeros_like(p) for p in self.params]
+        for part in parts:
+            loss, m = minibatch_loss(model, part, t, self.pad_id, self.cfg.rollout.temperature,
+                                     self.cfg.budget.max_response_tokens, self.c.ref_model)
+            if not torch.isfinite(loss):
+                raise TrainingDiverged(
+                    f"non-finite loss ({float(loss)}) at update {self.update + 1}, iteration {self.iteration}; "
+                    f"the last good checkpoint in {self.run_dir / 'checkpoints'} is kept. Lower trainer.lr or check the data."
+                )
+            w = share_of_batch(part, mb, t.aggregation)
+            grads = torch.autograd.grad(loss * w, self.params, allow_unused=True)
+            norms.append(global_norm(grads) / w)
+            if self.sketch:
+                sketches.append(self.sketch(grads) / w)
+            for a, g in zip(accum, grads):
+                if g is not None:
+                    a.add_(g)
+            for k, v in m.items():
+                metrics[k] = metrics.get(k, 0.0) + w * v
+        for p, a in zip(self.params, accum):
+            p.grad = a
+        total = torch.nn.utils.clip_grad_norm_(self.params, t.grad_clip if t.grad_clip > 0 else float("inf"))
+        if not torch.isfinite(total):
+            raise TrainingDiverged(f"non-finite gradient norm at update {self.update + 1}; last good checkpoint kept")
+        self.opt.step()
+        self.sched.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.update += 1
+        self.ledger.updates = self.update
+        self.c.generator.sync_weights(model, self.update)
+        metrics["grad_norm"] = float(total)
+        metrics["lr"] = self.sched.get_last_lr()[0]
+        return norms, sketches, metrics
+
+    def batch_metrics(self, groups: list[Group], gen_tokens: int, gen_seconds: float) -> dict[str, float]:
+        samples = [s for g in groups for s in g.samples]
+        out = {
+            "response_tokens": sum(s.num_tokens for s in samples) / len(samples),
+            "truncation_rate": sum(s.truncated for s in samples) / len(samples),
+            "replay_fraction": sum(s.source != "fresh" for s in samples) / len(samples),
+            "batch_samples": float(len(samples)),
+        }
+        if gen_seconds > 0 and gen_tokens:
+            out["tokens_per_s"] = gen_tokens / gen_seconds
+        if self.cfg.trainer.kind == "grpo":
+            out["reward"] = sum(s.reward or 0.0 for s in samples) / len(samples)
+            out["zero_variance_groups"] = sum(g.reward_std == 0 for g in groups) / len(groups)
+        return out
+
+    def run_eval(self) -> None:
+        with self.ledger.timed("eval"):
+            results = self.c.evaluate(self.update) if self.c.evaluate else []
+        ledger = self.ledger.summary()
+        for benchmark, metrics, n in results:
+            self.rows.write("eval", self.update, self.iteration, metrics, ledger, benchmark=benchmark, n=n)
+        self.last_eval = self.update
