@@ -34,6 +34,8 @@ from pathlib import Path
 from replaylab.grading import Grader
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "math"
+BASELINE, POOL, GRADER, CACHED = ("baseline (serial math-verify)", "pool (workers only)",
+                                  "grader (fast path)", "grader, cached repeat")
 
 
 def _rows(root: Path, name: str) -> list[dict]:
@@ -59,23 +61,43 @@ def warmup_pairs(root: Path) -> list[tuple[str, str]]:
     return [(f"The answer is $\\boxed{{{r['answer']}}}$.", r["answer"]) for r in rows]
 
 
-def serial_baseline(pairs: list[tuple[str, str]]) -> float:
+def serial_baseline(pairs: list[tuple[str, str]], name: str) -> float:
     """Items/s of plain serial math-verify in this process (its default timeouts, main thread)."""
     from math_verify import parse, verify
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     for response, gold in pairs[:50]:  # warm antlr like the workers are warmed
         verify(parse("\\boxed{" + gold + "}"), parse(response))
-    start = time.perf_counter()
+    cpu0, start = time.process_time(), time.perf_counter()
     for response, gold in pairs:
         verify(parse("\\boxed{" + gold + "}"), parse(response))
+    CPU_MS.setdefault(BASELINE, {})[name] = 1000 * (time.process_time() - cpu0) / len(pairs)
     return len(pairs) / (time.perf_counter() - start)
 
 
-def timed(grader: Grader, pairs: list[tuple[str, str]]) -> float:
-    start = time.perf_counter()
+def _cpu_seconds(pids: list[int]) -> float:
+    """User+system CPU of this process plus the given workers (Linux /proc; 0 elsewhere)."""
+    total = time.process_time()
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+CPU_MS: dict[str, dict[str, float]] = {}  # row -> workload -> CPU milliseconds per item
+
+
+def timed(grader: Grader, pairs: list[tuple[str, str]], row: str, name: str) -> float:
+    """Wall-clock items/s; also records CPU ms per item (parent + workers) in CPU_MS."""
+    cpu0, start = _cpu_seconds(grader.worker_pids()), time.perf_counter()
     grader.grade(pairs)
-    return len(pairs) / (time.perf_counter() - start)
+    wall = time.perf_counter() - start
+    CPU_MS.setdefault(row, {})[name] = 1000 * (_cpu_seconds(grader.worker_pids()) - cpu0) / len(pairs)
+    return len(pairs) / wall
 
 
 def main() -> None:
@@ -86,40 +108,56 @@ def main() -> None:
 
     loads = workloads(args.data_root)
     warm = warmup_pairs(args.data_root)
-    print(f"CPUs: {os.cpu_count()}  workers: {args.workers}  "
+    # Other processes on the machine share these cores; the load average says how much.
+    print(f"CPUs: {os.cpu_count()}  load average: {os.getloadavg()[0]:.1f}  workers: {args.workers}  "
           f"pairs: " + ", ".join(f"{k}={len(v)}" for k, v in loads.items()))
 
-    baseline = {name: serial_baseline(pairs) for name, pairs in loads.items()}
-    table: dict[str, dict[str, float]] = {"baseline (serial math-verify)": baseline}
+    baseline = {name: serial_baseline(pairs, name) for name, pairs in loads.items()}
+    table: dict[str, dict[str, float]] = {BASELINE: baseline}
 
     with Grader(args.workers, fast_path=False, cache_size=0) as pool:
         start = time.perf_counter()
         pool.grade(warm[:100])
         print(f"first batch of 100 incl. worker start-up: {time.perf_counter() - start:.2f}s")
         pool.grade(warm[100:])
-        table["pool (workers only)"] = {name: timed(pool, pairs) for name, pairs in loads.items()}
+        table[POOL] = {name: timed(pool, pairs, POOL, name) for name, pairs in loads.items()}
 
     with Grader(args.workers, cache_size=0) as grader:
         grader.grade(warm)
-        table["grader (fast path)"] = {name: timed(grader, pairs) for name, pairs in loads.items()}
+        table[GRADER] = {name: timed(grader, pairs, GRADER, name) for name, pairs in loads.items()}
         counts = grader.counters
 
     with Grader(args.workers) as cached:
         cached.grade(warm)
         for pairs in loads.values():
             cached.grade(pairs)
-        table["grader, cached repeat"] = {name: timed(cached, pairs) for name, pairs in loads.items()}
+        table[CACHED] = {name: timed(cached, pairs, CACHED, name) for name, pairs in loads.items()}
 
     names = list(loads)
-    print(f"\n{'items/s':<32}" + "".join(f"{n:>12}" for n in names))
+    header = "".join(f"{n:>12}" for n in names)
+    print(f"\n{'wall-clock items/s':<32}{header}")
     for row, values in table.items():
         print(f"{row:<32}" + "".join(f"{values[n]:>12.0f}" for n in names))
-    print(f"{'grader / baseline':<32}" + "".join(f"{table['grader (fast path)'][n] / baseline[n]:>11.1f}x" for n in names))
-    print(f"{'pool / baseline':<32}" + "".join(f"{table['pool (workers only)'][n] / baseline[n]:>11.1f}x" for n in names))
-    decided = counts["fast_path"] / max(1, counts["items"])
-    print(f"\nfast path share over the grader row's items (incl. warm-up): {decided:.0%}; "
-          f"statuses: " + ", ".join(f"{s}={counts[s]}" for s in ("ok", "no_answer", "timeout", "unparseable_gold", "error")))
+    for row in (GRADER, POOL):
+        print(f"{row.split(' (')[0] + ' / baseline':<32}"
+              + "".join(f"{table[row][n] / baseline[n]:>11.1f}x" for n in names))
+    print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
+    # Wall clock depends on what else runs on the machine; CPU time per item does not. Dividing the
+    # cores by it gives the rate the same work would reach on otherwise idle cores.
+    cores = min(args.workers, os.cpu_count() or 1)
+    print(f"\n{'CPU ms per item (all processes)':<32}{header}")
+    for row, values in CPU_MS.items():
+        print(f"{row:<32}" + "".join(f"{values[n]:>12.3f}" for n in names))
+    print(f"{'=> items/s on idle cores':<32}" + "".join(
+        f"{(1 if row == BASELINE else cores) * 1000 / max(v, 1e-9):>12.0f}"
+        for row in (GRADER,) for v in (CPU_MS[row][n] for n in names)) + f"   (grader, {cores} cores)")
+    print(f"{'':<32}" + "".join(f"{1000 / max(CPU_MS[BASELINE][n], 1e-9):>12.0f}" for n in names)
+          + "   (baseline, 1 core)")
+
+    decided = counts["fast_path"] / max(1, counts["items"])
+    print(f"\nfast path share over the grader row's items (incl. warm-up): {decided:.0%}; statuses: "
+          + ", ".join(f"{s}={counts[s]}" for s in ("ok", "no_answer", "timeout", "unparseable_gold", "error")))
 
 if __name__ == "__main__":
     main()

@@ -118,7 +118,15 @@ def test_malformed_lines_are_kept_and_named(tmp_path, capsys):
 def test_missing_input_file(tmp_path, capsys):
     rc = cli_grade.main([str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "out.jsonl")])
     assert rc == 2
-    assert "cannot read" in capsys.readouterr().err
+    assert "cannot open" in capsys.readouterr().err
+
+
+def test_invalid_option_is_a_clear_error(tmp_path, capsys):
+    src = tmp_path / "in.jsonl"
+    _write_jsonl(src, [{"response": "\\boxed{1}", "gold": "1"}])
+    rc = cli_grade.main([str(src), "--out", str(tmp_path / "o.jsonl"), "--parsing-timeout", "0"])
+    assert rc == 2
+    assert "parsing_timeout must be a whole number" in capsys.readouterr().err
 
 
 def test_add_parser_registers_the_subcommand(tmp_path):

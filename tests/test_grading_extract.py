@@ -73,6 +73,12 @@ def test_extract_answer_is_linear_on_hostile_input():
         ("e", "e"),
         ("2e", "2e"),
         ("\\frac{1}{2}", "\\frac{1}{2}"),
+        ("√12", "\\sqrt{12}"),  # Unicode radicals get explicit braces
+        ("√(x+1)", "\\sqrt{x+1}"),
+        ("−∞", "-\\infty"),
+        ("30°", "30^\\circ"),
+        ("1½", "1\\frac{1}{2}"),
+        ("3×4", "3\\times 4"),
     ],
 )
 def test_normalize_answer(raw, normalised):

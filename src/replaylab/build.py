@@ -114,4 +114,9 @@ def build_components(cfg: Config) -> Components:
     stream = PromptStream(prompts, data_order(len(prompts), cfg.order.index))
     ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.trainer.kind == "grpo" and cfg.trainer.kl_coef > 0 else None
     evaluate = build_evaluate(cfg, generator, tokenizer, grader)
-    return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref)
+    initial_generator = None
+    if strategy.needs_initial_policy:
+        # A frozen copy taken before any update; on resume the policy is loaded from its initial
+        # weights first and overwritten from the checkpoint only later, so the copy is the same.
+        initial_generator = build_generator(cfg, copy.deepcopy(policy).eval().requires_grad_(False), tokenizer)
+    return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref, initial_generator)

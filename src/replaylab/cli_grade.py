@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterator
+from itertools import islice
 
 from replaylab.grading import ERROR, Grader
 from replaylab.grading.summary import format_summary, summarize
@@ -30,10 +31,11 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", help="JSONL file with `response` and `gold` per line")
     p.add_argument("--out", required=True, help="where to write the graded JSONL")
     p.add_argument("--workers", type=int, default=None, help="grading processes (default: min(2, CPUs))")
-    p.add_argument("--parsing-timeout", type=int, default=2, help="math-verify parse timeout, whole seconds")
-    p.add_argument("--verify-timeout", type=int, default=2, help="math-verify comparison timeout, whole seconds")
+    p.add_argument("--parsing-timeout", type=int, default=2, help="math-verify parse timeout, whole seconds (default 2)")
+    p.add_argument("--verify-timeout", type=int, default=2, help="math-verify comparison timeout, whole seconds (default 2)")
     p.add_argument("--item-timeout", type=float, default=None,
-                   help="hard wall-clock seconds per item before its worker is killed (default: derived)")
+                   help="hard wall-clock seconds per item before its worker is killed "
+                        "(default: 3 x parse + 2 x verify timeout + 2)")
     p.add_argument("--boxed-only", action="store_true",
                    help="grade only \\boxed{} answers; unboxed responses get status no_answer")
 
@@ -89,36 +91,40 @@ def _grade_batch(grader: Grader, batch: list[tuple[int, dict, str | None]], path
     return out
 
 
+def _batches(items: Iterator, size: int) -> Iterator[list]:
+    it = iter(items)
+    while batch := list(islice(it, size)):
+        yield batch
+
+
 def run(args: argparse.Namespace) -> int:
     """Grade args.input into args.out; print the summary. Returns the process exit status."""
     try:
         open(args.input, "rb").close()
+        out = open(args.out, "w", encoding="ascii")
     except OSError as e:
-        print(f"replaylab grade: cannot read {args.input}: {e.strerror}", file=sys.stderr)
+        print(f"replaylab grade: cannot open {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
+    try:
+        grader = Grader(
+            args.workers, parsing_timeout=args.parsing_timeout, timeout_seconds=args.verify_timeout,
+            item_timeout=args.item_timeout, fallback_unboxed=not args.boxed_only,
+        )
+    except ValueError as e:
+        out.close()
+        print(f"replaylab grade: {e}", file=sys.stderr)
         return 2
     graded: list[dict] = []
     malformed = 0
-    with Grader(
-        args.workers, parsing_timeout=args.parsing_timeout, timeout_seconds=args.verify_timeout,
-        item_timeout=args.item_timeout, fallback_unboxed=not args.boxed_only,
-    ) as grader, open(args.out, "w", encoding="ascii") as out:
-        batch: list = []
-        rows = _read_rows(args.input)
-        while True:
-            item = next(rows, None)
-            if item is not None:
-                batch.append(item)
-                malformed += item[2] is not None
-            if batch and (item is None or len(batch) >= _BATCH_ROWS):
-                for row in _grade_batch(grader, batch, args.input):
-                    # ASCII-only JSON: no raw U+2028/U+0085 that line splitters mistake for newlines,
-                    # and undecodable input bytes (kept as surrogates) round-trip as escapes.
-                    out.write(json.dumps(row) + "\n")
-                    graded.append({"correct": row["correct"], "status": row["status"],
-                                   "benchmark": row.get("benchmark")})
-                batch = []
-            if item is None:
-                break
+    with grader, out:
+        for batch in _batches(_read_rows(args.input), _BATCH_ROWS):
+            malformed += sum(problem is not None for _, _, problem in batch)
+            for row in _grade_batch(grader, batch, args.input):
+                # ASCII-only JSON: no raw U+2028/U+0085 that line splitters take for newlines, and
+                # undecodable input bytes (kept as surrogates) round-trip as escapes.
+                out.write(json.dumps(row) + "\n")
+                graded.append({"correct": row["correct"], "status": row["status"],
+                               "benchmark": row.get("benchmark")})
     print(format_summary(*summarize(graded)))
     if malformed:
         print(f"{malformed} malformed line(s) in {args.input}; written with status error", file=sys.stderr)

@@ -46,6 +46,7 @@ class Components:
     stream: PromptStream
     evaluate: object  # callable(update) -> list[(benchmark, metrics, n)] or None
     ref_model: torch.nn.Module | None = None
+    initial_generator: object | None = None  # samples from a frozen copy of the initial policy
 
 
 def derived_seed(*parts: object) -> int:
@@ -143,13 +144,24 @@ class Trainer:
         prompts = self.c.strategy.initial_prompts(self.c.stream, self.context())
         if not prompts:
             return
-        with self.ledger.timed("generate_initial"):
-            per_prompt = self.c.generator.generate(prompts, self.sampling(), seed=derived_seed(self.cfg.trainer.seed, "initial"), source="initial")
-        groups = [Group(p, s) for p, s in zip(prompts, per_prompt)]
-        samples = [s for g in groups for s in g.samples]
-        self.ledger.record_generated(samples)
-        self.score(samples)
+        groups = self.generate_initial(prompts, derived_seed(self.cfg.trainer.seed, "initial"))
+        self.score([s for g in groups for s in g.samples])
         self.c.strategy.receive_initial(groups)
+
+    def generate_initial(self, prompts: list, seed: int) -> list[Group]:
+        """Initial-policy rollouts: from the frozen copy if the strategy asked for one, else from the
+        policy itself, which is still the initial policy before the first update."""
+        generator = self.c.initial_generator
+        if generator is None:
+            if self.update != 0:
+                raise RuntimeError(f"strategy {self.cfg.strategy.name!r} asked for initial-policy rollouts after "
+                                   "training started but does not set needs_initial_policy = True")
+            generator = self.c.generator
+        with self.ledger.timed("generate_initial"):
+            per_prompt = generator.generate(prompts, self.sampling(), seed=seed, source="initial")
+        groups = [Group(p, s) for p, s in zip(prompts, per_prompt)]
+        self.ledger.record_generated([s for g in groups for s in g.samples])
+        return groups
 
     def sampling(self) -> SamplingParams:
         r = self.cfg.rollout
@@ -175,6 +187,8 @@ class Trainer:
                 per_prompt = self.c.generator.generate(plan.fresh, self.sampling(), seed=derived_seed(t.seed, "iteration", self.iteration))
             fresh = [Group(p, s) for p, s in zip(plan.fresh, per_prompt)]
             self.ledger.record_generated([s for g in fresh for s in g.samples])
+        if plan.initial:
+            plan.reuse.extend(self.generate_initial(plan.initial, derived_seed(t.seed, "initial", self.iteration)))
         gen_tokens = sum(s.num_tokens for g in fresh for s in g.samples)
         gen_seconds = time.perf_counter() - t0
         self.score([s for g in fresh for s in g.samples])

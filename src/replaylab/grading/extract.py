@@ -64,11 +64,28 @@ _THIN_THOUSANDS = re.compile(r"(?<=\d)(?:\\,|\\!|\{,\})(?=\d{3}(?!\d))")
 _SCI = re.compile(r"([+-]?\d+(?:\.\d+)?)\s*[eE]\s*([+-]?\d+)")
 # `**42**` (markdown bold) is extracted as `42**` by math-verify (Math-Verify #76).
 _BOLD = re.compile(r"^\*\*(.*)\*\*$", re.DOTALL)
+# Chat models often write Unicode math; latex2sympy only reads TeX (it does know π). `√12` means
+# sqrt(12), whereas TeX's `\sqrt 12` is sqrt(1)*2, so a radical's argument gets explicit braces.
+_SQRT_RUN = re.compile(r"√\s*(\d+(?:\.\d+)?|[A-Za-z])")
+_SQRT_PAREN = re.compile(r"√\s*\(([^()]*)\)")
+_UNICODE = str.maketrans({
+    "√": "\\sqrt", "∞": "\\infty ", "×": "\\times ", "·": "\\cdot ", "⋅": "\\cdot ",
+    "≤": "\\le ", "⩽": "\\le ", "≥": "\\ge ", "⩾": "\\ge ", "≠": "\\ne ", "°": "^\\circ ",
+    "\u2212": "-", "½": "\\frac{1}{2}", "⅓": "\\frac{1}{3}", "⅔": "\\frac{2}{3}", "¼": "\\frac{1}{4}",
+    "¾": "\\frac{3}{4}", "⅕": "\\frac{1}{5}", "⅙": "\\frac{1}{6}", "⅛": "\\frac{1}{8}",
+})
+
+
+def _unicode_to_tex(s: str) -> str:
+    if s.isascii():
+        return s
+    s = _SQRT_PAREN.sub(r"\\sqrt{\1}", _SQRT_RUN.sub(r"\\sqrt{\1}", s))
+    return s.translate(_UNICODE)
 
 
 def normalize_answer(answer: str) -> str:
     """Rewrite an answer string into a form math-verify reads correctly (see module doc)."""
-    s = answer.strip()
+    s = _unicode_to_tex(answer).strip()
     bold = _BOLD.match(s)
     if bold:
         s = bold.group(1).strip()

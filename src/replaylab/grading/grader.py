@@ -6,9 +6,9 @@ Per pair, in the caller's process:
 3. otherwise the LRU cache is consulted, keyed by exactly what the verifier would see;
 4. the rest is de-duplicated and graded with math-verify in killable worker processes (pool.py).
 
-Creating a Grader starts nothing; worker processes are spawned on the first pair that needs one
-and live until close(). Spawned workers re-import the caller's `__main__` module, so scripts that
-grade must keep their work under `if __name__ == "__main__":` (the standard spawn rule).
+Creating a Grader starts nothing; worker processes (fresh interpreters that import only
+math-verify, see pool.py) start on the first pair that needs one and live until close(). grade()
+may be called from any thread: math-verify itself only ever runs in the workers' main threads.
 """
 
 from __future__ import annotations
@@ -16,17 +16,15 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from replaylab.grading.cache import LRUCache, compact
 from replaylab.grading.extract import extract_answer, normalize_answer, response_tail
 from replaylab.grading.fastpath import fast_verdict, parse_plain_number
 from replaylab.grading.pool import WorkerPool
 from replaylab.grading.result import CACHEABLE, ERROR, NO_ANSWER, OK, STATUSES, GradeResult
+from replaylab.grading.worker import MODE_BOXED, MODE_NONE, MODE_TAIL
 
-# Prediction modes understood by verifier.grade_prepared (kept as literals here so that creating a
-# Grader never imports math-verify/sympy in the caller's process).
-_BOXED, _TAIL, _NONE = "boxed", "tail", "none"
 
 
 def _positive_int(name: str, value: int) -> int:
@@ -95,9 +93,10 @@ class Grader:
 
     # --- public API ------------------------------------------------------------------------------
 
-    def grade(self, pairs: Sequence[tuple[str, str]]) -> list[GradeResult]:
+    def grade(self, pairs: Iterable[tuple[str, str]]) -> list[GradeResult]:
         """Grade (response, gold) pairs; results are in input order. Never raises for bad input:
         a non-string response or gold gives status "error" with a message."""
+        pairs = pairs if isinstance(pairs, Sequence) else list(pairs)
         with self._lock:
             if self._closed:
                 raise RuntimeError("Grader is closed")
@@ -111,7 +110,7 @@ class Grader:
                 self._counts["worker_items"] += len(keys)
                 for key, (correct, status, message) in zip(keys, self._pool.run([tasks[k] for k in keys])):
                     mode, text, _ = tasks[key]
-                    result = GradeResult(correct, status, message, text if mode == _BOXED else None)
+                    result = GradeResult(correct, status, message, text if mode == MODE_BOXED else None)
                     if status in CACHEABLE:
                         self._cache.put(key, result)
                     for i in todo[key]:
@@ -169,12 +168,12 @@ class Grader:
         boxed = extract_answer(response)
         if boxed is not None:
             text = normalize_answer(boxed)
-            mode = _BOXED if text else _NONE
+            mode = MODE_BOXED if text else MODE_NONE
         elif self.fallback_unboxed:
             text = response_tail(response, self.tail_chars)
-            mode = _TAIL if text.strip() else _NONE
+            mode = MODE_TAIL if text.strip() else MODE_NONE
         else:
-            text, mode = "", _NONE
+            text, mode = "", MODE_NONE
 
         if self.fast_path:
             local = _decide_in_process(mode, text, gold_n)
@@ -194,10 +193,10 @@ class Grader:
 
 def _decide_in_process(mode: str, text: str, gold: str) -> GradeResult | None:
     """The verdict when no worker is needed to reach math-verify's answer, else None."""
-    if mode == _BOXED:
+    if mode == MODE_BOXED:
         verdict = fast_verdict(text, gold)
         return None if verdict is None else GradeResult(verdict, OK, "", text)
-    if mode == _NONE and parse_plain_number(gold) is not None:
+    if mode == MODE_NONE and parse_plain_number(gold) is not None:
         # A plain-number gold always parses, so "no answer" needs no worker to confirm it.
         return GradeResult(False, NO_ANSWER)
     return None

@@ -3,40 +3,59 @@
 Why not multiprocessing.Pool / ProcessPoolExecutor: neither can kill one stuck worker. A timed-out
 `future.result(timeout)` leaves the worker running, so one permanently hung sympy call silently
 removes a slot (verl's pitfall, research/ANCHORS.md section 5.3). Here every worker has its own
-pipe; the parent multiplexes them with `connection.wait`, tracks a deadline for the item each
-worker is on, and SIGKILLs and replaces a worker that overruns. Items queued behind the killed one
-go back to the queue; the overrunning item is reported as a timeout.
+socket; the parent multiplexes them with `multiprocessing.connection.wait`, tracks a deadline for
+the item each worker is on, and SIGKILLs and replaces a worker that overruns. Items queued behind
+the killed one go back to the queue; the overrunning item is reported as a timeout.
 
-Workers are spawned (never forked): a trainer process holds CUDA state and threads that must not
-be forked, and a spawned worker can safely cap its own address space.
+Workers are fresh interpreters running `replaylab.grading.worker.main`, talking over a
+multiprocessing Connection on an inherited socketpair. Not fork: a trainer holds CUDA state and
+threads that must not be forked, and only a fresh process can safely cap its own address space.
+Not multiprocessing's spawn either: spawn re-imports the parent's `__main__` in every worker (a
+trainer's whole torch stack, seconds per replacement; fatal for `python - < script`), and starts a
+resource-tracker process. A worker here imports math-verify and nothing else.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import os
+import socket
+import subprocess
+import sys
 import time
 import weakref
 from collections import deque
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
 
 from replaylab.grading.result import ERROR, TIMEOUT
-from replaylab.grading.worker import worker_main
 
 Task = tuple  # (mode, text, gold), or worker.HANG_TASK tasks in tests
 Outcome = tuple  # (correct, status, message)
 
 _MAX_START_FAILURES = 3  # consecutive workers dying before "ready": a broken install, not bad luck
+_STOP_GRACE_S = 1.0  # how long close() lets workers exit on their own before killing them
+_WORKER_CMD = "import sys; from replaylab.grading.worker import main; main(sys.argv[1:])"
 
 
 @dataclass
 class _Worker:
-    process: mp.process.BaseProcess
-    conn: object  # multiprocessing.connection.Connection (parent end)
+    process: subprocess.Popen
+    conn: Connection  # the parent's end
     started_at: float
     ready: bool = False
     assigned: deque = field(default_factory=deque)  # task indices, in the order the worker runs them
     deadline: float = 0.0  # wall-clock limit for assigned[0]
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL (a no-op if already dead), reap, and close our end. Idempotent."""
+        if self.alive():
+            self.process.kill()
+        self.process.wait()
+        self.conn.close()
 
 
 def _stop(workers: list[_Worker]) -> None:
@@ -46,18 +65,27 @@ def _stop(workers: list[_Worker]) -> None:
             w.conn.send(None)
         except (OSError, ValueError):
             pass
-    deadline = time.monotonic() + 1.0
+    deadline = time.monotonic() + _STOP_GRACE_S
     for w in workers:
-        w.process.join(max(0.0, deadline - time.monotonic()))
-        if w.process.is_alive():
-            w.process.kill()
-            w.process.join()
-        w.conn.close()
+        try:
+            w.process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        w.kill()
     workers.clear()
 
 
+def _worker_env() -> dict[str, str]:
+    """The parent's environment, with this replaylab's source root first on PYTHONPATH so the
+    worker imports the same code even when the parent found it through a sys.path tweak."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
 class WorkerPool:
-    """Runs prepared tasks on `num_workers` spawned processes; see the module doc."""
+    """Runs prepared tasks on `num_workers` worker processes; see the module doc."""
 
     def __init__(
         self,
@@ -67,7 +95,6 @@ class WorkerPool:
         *,
         chunk_size: int = 8,
         start_timeout: float = 120.0,
-        start_method: str = "spawn",
     ):
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
@@ -75,8 +102,7 @@ class WorkerPool:
         self.item_timeout = float(item_timeout)
         self.chunk_size = max(1, chunk_size)
         self.start_timeout = start_timeout
-        self._worker_args = worker_args
-        self._ctx = mp.get_context(start_method)
+        self._worker_args = [str(a) for a in worker_args]
         self._workers: list[_Worker] = []
         self.kills = 0  # workers killed by the outer deadline
         self.deaths = 0  # workers that died on their own (crash, OOM killer)
@@ -87,20 +113,23 @@ class WorkerPool:
     # --- lifecycle -------------------------------------------------------------------------------
 
     def _spawn(self) -> _Worker:
-        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        process = self._ctx.Process(
-            target=worker_main, args=(child_conn, *self._worker_args),
-            name="replaylab-grader", daemon=True,
-        )
-        process.start()
-        child_conn.close()  # the child holds its own copy; ours would mask EOF on its death
-        return _Worker(process, parent_conn, started_at=time.monotonic())
+        parent_sock, child_sock = socket.socketpair()
+        child_fd = child_sock.detach()
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_CMD, str(child_fd), *self._worker_args],
+                pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                env=_worker_env(),
+            )
+        except BaseException:
+            parent_sock.close()
+            raise
+        finally:
+            os.close(child_fd)  # the child has its copy; ours would mask EOF when it dies
+        return _Worker(process, Connection(parent_sock.detach()), started_at=time.monotonic())
 
     def _replace(self, w: _Worker) -> None:
-        if w.process.is_alive():
-            w.process.kill()
-        w.process.join()
-        w.conn.close()
+        w.kill()
         self._workers[self._workers.index(w)] = self._spawn()
 
     def pids(self) -> list[int]:
@@ -128,8 +157,8 @@ class WorkerPool:
         remaining = len(tasks)
         while remaining:
             self._assign(tasks, pending)
-            waitables = [w.conn for w in self._workers] + [w.process.sentinel for w in self._workers]
-            wait(waitables, timeout=self._next_wakeup())
+            # A dead worker's socket reads as EOF, so the connections alone cover deaths too.
+            wait([w.conn for w in self._workers], timeout=self._next_wakeup())
             remaining -= self._collect(results, pending)
             remaining -= self._enforce_deadlines(results, pending)
         return results  # type: ignore[return-value]
@@ -149,6 +178,7 @@ class WorkerPool:
                     # Died while idle: requeue; _collect sees the dead process and replaces it.
                     pending.extendleft(reversed(chunk))
                     w.process.kill()
+                    w.process.wait()
                     continue
                 w.assigned.extend(chunk)
                 w.deadline = time.monotonic() + self.item_timeout
@@ -178,12 +208,12 @@ class WorkerPool:
                         done += 1
             except (EOFError, OSError):
                 pass  # the pipe closed: the worker is dead, handled just below
-            if not w.process.is_alive():
+            if not w.alive():
                 done += self._on_death(w, results, pending)
         return done
 
     def _on_death(self, w: _Worker, results: list, pending: deque) -> int:
-        code = w.process.exitcode
+        code = w.process.returncode
         if not w.ready:
             self._start_failures += 1
             if self._start_failures >= _MAX_START_FAILURES:

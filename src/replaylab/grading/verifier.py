@@ -1,8 +1,9 @@
 """math-verify calls for one prepared pair. Runs inside a grading worker process.
 
-Only the worker imports this module (and hence sympy/antlr/math-verify), so creating a Grader in a
-trainer stays cheap. It may also be imported in any process's MAIN thread (tests, the serial
-benchmark baseline): math-verify's timeouts use signal.alarm, which raises in other threads.
+Only workers import this module (and hence sympy/antlr/math-verify), so creating a Grader in a
+trainer stays cheap. Tests may call it directly, but only from a MAIN thread: math-verify's
+timeouts use signal.alarm, which raises in any other thread. Importing it applies the
+latex2sympy compatibility patch (_compat.py) to the importing process.
 
 How math-verify is called (see research/ANCHORS.md section 5.2):
 - the gold is wrapped in `\\boxed{}` so the parser does not rewrite it, with a `$...$` retry when
@@ -28,6 +29,7 @@ from math_verify.errors import TimeoutException  # noqa: E402
 from sympy import Basic, MatrixBase  # noqa: E402
 
 from replaylab.grading.result import ERROR, NO_ANSWER, OK, TIMEOUT, UNPARSEABLE_GOLD  # noqa: E402
+from replaylab.grading.worker import MODE_BOXED, MODE_NONE, MODE_TAIL  # noqa: E402
 
 # math-verify logs every timeout and parse failure at WARNING; the grader counts them instead.
 logging.getLogger("math_verify").setLevel(logging.CRITICAL)
@@ -41,11 +43,6 @@ _ANCHORED_CONFIG = (
     LatexExtractionConfig(try_extract_without_anchor=False, boxed_match_priority=-1),
     ExprExtractionConfig(try_extract_without_anchor=False),
 )
-
-# Prediction modes, chosen by the Grader from the response (see grader.py).
-MODE_BOXED = "boxed"  # text is the normalised content of the last box
-MODE_TAIL = "tail"  # no box: text is the response tail, searched for an anchored answer
-MODE_NONE = "none"  # nothing to grade (empty box, or no box with the tail fallback off)
 
 
 class _GoldTimeout(Exception):

@@ -1,6 +1,10 @@
-"""The body of one grading worker process.
+"""The body of one grading worker process, started by pool.py as a fresh interpreter running
+`worker.main([FD, PT, VT, MEM])` (via `python -c`, so the package is imported only once).
 
-A worker owns one end of a duplex pipe. It announces itself with ("ready", pid) once math-verify is
+FD is an inherited socket (a multiprocessing Connection), PT and VT are math-verify's parse and
+comparison timeouts in whole seconds, MEM the address-space cap in MB (0: none). pool.py starts it.
+
+A worker owns one end of a duplex socket. It announces itself with ("ready", pid) once math-verify is
 imported (so start-up time is never charged to an item's timeout), then loops: receive a batch of
 (index, task) pairs, grade them one by one, and send back (index, (correct, status, message)) as
 each finishes. The parent measures every item against its own wall-clock deadline and SIGKILLs the
@@ -13,9 +17,14 @@ from __future__ import annotations
 import os
 import signal
 import time
+from multiprocessing.connection import Connection
 
 from replaylab.grading.result import ERROR, OK
 
+# A task is (mode, text, gold) with gold normalised (extract.normalize_answer) and mode one of:
+MODE_BOXED = "boxed"  # text is the normalised content of the response's last box
+MODE_TAIL = "tail"  # the response has no box: text is its tail, searched for an anchored answer
+MODE_NONE = "none"  # nothing to grade (empty box, or no box with the tail fallback off)
 # Test-only task kind: hang with SIGALRM blocked, like a C call math-verify's alarm cannot
 # interrupt. Grader never produces it; tests send it straight to WorkerPool.run.
 HANG_TASK = "__hang__"
@@ -23,7 +32,8 @@ HANG_TASK = "__hang__"
 
 def _limit_memory(limit_mb: int | None) -> None:
     """Cap the address space so a runaway power tower raises MemoryError instead of OOM-killing
-    the machine (2^{2^{30}} alone peaks near 750 MB). Only safe in a fresh (spawned) process."""
+    the machine (2^{2^{30}} alone peaks near 750 MB). Only sensible in a fresh interpreter: a
+    forked trainer's inherited mappings (CUDA reserves a lot of address space) would count too."""
     if not limit_mb:
         return
     import resource
@@ -42,7 +52,7 @@ def _hang(seconds: float) -> tuple[bool, str, str]:
 
 
 def worker_main(conn, parsing_timeout: int, timeout_seconds: int, memory_limit_mb: int | None) -> None:
-    """Entry point of a spawned worker; returns (exits) on a None message or a closed pipe."""
+    """Serve grading batches on `conn`; returns on a None message or when the parent goes away."""
     # Ctrl-C reaches the whole process group; only the parent should react to it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _limit_memory(memory_limit_mb)
@@ -68,3 +78,9 @@ def worker_main(conn, parsing_timeout: int, timeout_seconds: int, memory_limit_m
                 conn.send((index, result))
             except (EOFError, OSError, BrokenPipeError):
                 return
+
+
+def main(argv: list[str]) -> None:
+    """Command-line entry used by pool.py: FD PARSING_TIMEOUT VERIFY_TIMEOUT MEMORY_MB."""
+    fd, pt, vt, mem = argv
+    worker_main(Connection(int(fd)), int(pt), int(vt), int(mem) if mem not in ("None", "0") else None)

@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from replaylab.config_fields import check, knob
-from replaylab.tasks.tiny8 import TRAIN_KINDS
+from replaylab.tasks.tiny8 import SFT_KINDS
 
 BUILD_FORMAT = 1  # bump when the build code changes what it produces
 
@@ -37,7 +37,7 @@ class TinyWorldConfig:
     batch_size: int = knob(64, "SFT batch size")
     lr: float = knob(1e-3, "SFT peak learning rate (AdamW, linear warm-up then cosine to 0)")
     warmup: int = knob(50, "SFT warm-up steps")
-    kinds: list[str] = knob(list(TRAIN_KINDS), "problem kinds of the SFT stream")
+    kinds: list[str] = knob(list(SFT_KINDS), "problem kinds of the SFT stream (uniform)")
 
     def __post_init__(self) -> None:
         check(0 < self.student_step < self.teacher_steps, "tiny.student_step", f"must be in (0, teacher_steps={self.teacher_steps}), got {self.student_step}")

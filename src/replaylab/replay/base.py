@@ -5,7 +5,9 @@ never asks which strategy runs:
 
     initial_prompts(...)  once, before training: prompts whose initial-policy rollouts it needs
     receive_initial(...)  once: those rollouts, scored (teacher log-probs / rewards cached)
-    plan(ctx)             which prompts get fresh rollouts, which stored groups are reused
+    plan(ctx)             which prompts get fresh rollouts, which get initial-policy rollouts now
+                          (sampled on demand from a frozen copy of the initial policy), and which
+                          stored groups are reused
     compose(fresh, plan)  merge / replace / augment the fresh groups with stored samples
     observe(groups, stats)  after the updates: buffers, pass rates, triggers; returns metrics
     state_dict / load_state_dict  everything needed for a bit-exact resume
@@ -79,8 +81,9 @@ class StepContext:
 class Plan:
     """An iteration's intent: fresh prompts to sample, stored groups to train on again."""
 
-    fresh: list[Prompt] = field(default_factory=list)
-    reuse: list[Group] = field(default_factory=list)
+    fresh: list[Prompt] = field(default_factory=list)  # sampled now by the current policy
+    initial: list[Prompt] = field(default_factory=list)  # sampled now by the frozen initial policy
+    reuse: list[Group] = field(default_factory=list)  # stored groups, trained on again
     metrics: dict[str, float] = field(default_factory=dict)
 
 
@@ -102,6 +105,9 @@ class ReplayStrategy:
     Config: ClassVar[type] = StrategyConfig
     # The objective families a strategy makes sense for ("opd", "grpo"); checked at start.
     trainers: ClassVar[tuple[str, ...]] = ("opd", "grpo")
+    # Whether the trainer must keep a frozen copy of the initial policy to sample from on demand
+    # (`Plan.initial`); it costs one extra model in memory, so only strategies that need it say so.
+    needs_initial_policy: ClassVar[bool] = False
 
     def __init__(self, cfg: Any):
         self.cfg = cfg

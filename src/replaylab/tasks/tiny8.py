@@ -15,8 +15,11 @@ from replaylab.tasks.arithmetic import Problem, generate
 TINY8_SIZE = 100  # problems per set: one eval point has a standard error of ~5 points at 50%
 TINY8_SEED = 12345
 TINY8_SETS: tuple[str, ...] = ("add2", "sub2", "mul", "add3", "addmul", "mulsub", "add4", "add3d")
-# Kinds the SFT and RL training streams draw from; add4 and add3d stay out (harder than training).
+# Kinds the RL training prompts draw from. add4 and add3d (level 4) stay out: they are harder than
+# anything the student is trained on with RL and measure transfer. The SFT stream that builds the
+# teacher covers all eight kinds (SFT_KINDS), so the teacher can solve and score them.
 TRAIN_KINDS: tuple[str, ...] = ("add2", "sub2", "mul", "add3", "addmul", "mulsub")
+SFT_KINDS: tuple[str, ...] = TINY8_SETS
 
 
 @lru_cache(maxsize=None)

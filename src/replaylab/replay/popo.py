@@ -1,0 +1,103 @@
+"""`popo`: prioritized group replay in place of zero-variance groups (ALGORITHMS.md §5).
+
+POPO (Mao et al., arXiv 2606.01281; abstract only, so the concrete form is §5.2's recommendation)
+fills a GRPO batch with *effective* off-policy groups instead of spending extra rollouts on
+dynamic sampling. Every fresh group with reward std > 0 enters a buffer with its iteration; each
+fresh group whose rewards are all equal (no gradient) is replaced by one buffered effective group,
+chosen by priority q * lambda^age (q = reward std, maximal at pass rate 0.5; age = iterations since
+it was generated). Entries older than `max_age` are dropped, each group is used at most once, and
+a group is never replayed for a prompt this iteration already sampled (its fresh evidence is newer)
+nor twice for one prompt in a batch. Ties go to the older entry (buffer order). A zero-variance group
+with nothing eligible to replace it stays (zero advantage, no gradient): the batch keeps P groups.
+
+Off-policy treatment (§5.2 step 4, decoupled PPO): replayed samples keep `ratio_base='proximal'`,
+so the clip is centred on the policy at the start of the iteration like for fresh samples, and
+carry `is_cap = c`, so the loss multiplies their tokens by the truncated weight min(pi_prox/mu, c).
+Their advantages come from their own stored rewards: the trainer z-scores within the replayed group,
+which is exactly the stored group's own baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from replaylab.config_fields import check, knob
+from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
+from replaylab.replay.buffer import PromptBuffer
+from replaylab.types import Group
+
+
+@dataclass
+class POPOConfig(StrategyConfig):
+    name: str = knob("popo", "replace zero-variance groups by prioritized buffered effective groups (ALGORITHMS.md §5)")
+    decay: float = knob(0.7, "recommended (§5.2 step 3, §12.14; paper value not retrieved): lambda of priority "
+                             "q * lambda^age, in [0.5, 0.9]")
+    max_age: int = knob(8, "recommended (§12.14: 4-8; paper value not retrieved): drop groups older than this many iterations")
+    is_cap: float = knob(2.0, "recommended (§5.2 step 4, §12.14: c = 2): truncation of the decoupled weight min(pi_prox/mu, c)")
+
+    def __post_init__(self) -> None:
+        p = "strategy."
+        check(0 < self.decay <= 1, p + "decay", f"must be in (0, 1], got {self.decay}")
+        check(self.max_age >= 1, p + "max_age", f"must be >= 1, got {self.max_age}")
+        check(self.is_cap > 0, p + "is_cap", f"must be > 0, got {self.is_cap}")
+
+
+@register_strategy
+class POPO(ReplayStrategy):
+    name = "popo"
+    Config = POPOConfig
+    trainers = ("grpo",)
+
+    def __init__(self, cfg: POPOConfig):
+        super().__init__(cfg)
+        self.buffer = PromptBuffer()  # uid -> effective groups; bounded by max_age (about max_age x P groups)
+        self.last: dict[str, float | None] = {}  # compose's metrics, returned by observe
+
+    def compose(self, fresh: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
+        cfg, now = self.cfg, ctx.iteration
+        self.buffer.drop(lambda uid, e: now - e.step > cfg.max_age)
+        taken = {g.prompt.uid for g in fresh}  # never a prompt this iteration already sampled
+        out, ages = [], []
+        for g in fresh:
+            if g.reward_std > 0:
+                out.append(g)
+                continue
+            best, best_priority = None, 0.0
+            for uid, e in self.buffer.entries():  # oldest first: ties go to the older entry
+                if uid in taken:
+                    continue
+                priority = e.item.reward_std * cfg.decay ** (now - e.step)
+                if priority > best_priority:
+                    best, best_priority = (uid, e), priority
+            if best is None:
+                out.append(g)  # nothing eligible: the uniform group stays
+                continue
+            uid, e = best
+            self.buffer.remove(uid, e)  # each group at most once
+            taken.add(uid)
+            ages.append(now - e.step)
+            samples = []
+            for s in e.item.samples:
+                r = s.replayed()
+                r.extras.update(ratio_base="proximal", is_cap=cfg.is_cap)
+                samples.append(r)
+            out.append(Group(e.item.prompt, samples))
+        for g in fresh:  # this iteration's effective groups become replayable from the next one on
+            if g.reward_std > 0:
+                self.buffer.add(g.prompt.uid, Group(g.prompt, [s.replayed(source=s.source) for s in g.samples]), now)
+        self.last = {
+            "popo_zero_variance_fresh": float(sum(g.reward_std == 0 for g in fresh)),
+            "popo_replaced_groups": float(len(ages)),
+            "popo_replayed_age_mean": sum(ages) / len(ages) if ages else None,
+            "popo_buffer_groups": float(len(self.buffer)),
+        }
+        return out + plan.reuse
+
+    def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
+        return dict(self.last)
+
+    def state_dict(self) -> dict:
+        return {"buffer": self.buffer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.buffer.load_state_dict(state["buffer"])

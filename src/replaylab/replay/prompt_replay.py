@@ -1,0 +1,133 @@
+"""`prompt_replay`: re-ask prompts whose last pass rate was near 0.5 (ALGORITHMS.md §3).
+
+Prompt Replay (Baroian & Berger, arXiv 2603.21177; code `baroian/GRPO_prompt_replay`) reuses
+*prompts only*, never trajectories: a replayed prompt takes an ordinary rollout slot and gets G
+fresh rollouts from the current policy, so every sample stays on-policy (§3.1). Per-prompt state
+(last pass rate, last step, reuse count, next ready step) feeds a min-heap keyed by |p - 0.5|,
+where the per-prompt GRPO signal p(1 - p) is largest (§3.2).
+
+Choices where our synchronous loop differs from the asynchronous open-instruct code (§3.2):
+* "in flight" prompts do not exist across iterations here; within one iteration a prompt is never
+  replayed twice, and never replayed when the same iteration's fresh draw already contains it
+  (set aside, stays queued);
+* the heap uses lazy deletion: each prompt has at most one live entry (the one pushed at its last
+  scoring); older entries are skipped when popped. This subsumes the code's "reuse snapshot is
+  stale -> re-push with fresh priority" rule without duplicating entries;
+* the optional zero-pass curriculum, pass-rate-dependent cooldown and `no_resampling_pass_rate`
+  (which reorders the data for baseline and replay alike) are not implemented.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+from replaylab.config_fields import check, knob
+from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
+from replaylab.types import Group
+
+
+@dataclass
+class PromptReplayConfig(StrategyConfig):
+    name: str = knob("prompt_replay", "re-ask prompts with pass rate near 0.5 (fresh rollouts; ALGORITHMS.md §3)")
+    replay_fraction: float = knob(0.5, "paper code default (§3.3): share of each iteration's prompts that may be replays; "
+                                       "clamped to <= 0.5 like the code; budget = min(floor(P f), floor(P/2))")
+    cooldown: int = knob(5, "paper code default (§3.3): iterations between a prompt's scoring and its next replay")
+    cooldown_jitter: float = knob(0.2, "paper (§3.2 step 4): relative +-jitter of the ready step, drawn from the strategy RNG")
+    max_reuse: int = knob(5, "paper iterator/1.5B-script default (§3.3; the argparse default is 20): replays per prompt, "
+                             "0 = unlimited")
+    min_pass_rate: float = knob(0.24, "paper code default (§3.3): lowest pass rate (inclusive, and > 0) that enters the heap")
+    max_pass_rate: float = knob(0.70, "paper code default (§3.3): highest pass rate (inclusive) that enters the heap")
+
+    def __post_init__(self) -> None:
+        p = "strategy."
+        check(0 <= self.replay_fraction <= 1, p + "replay_fraction", f"must be in [0, 1], got {self.replay_fraction}")
+        check(self.cooldown >= 0, p + "cooldown", f"must be >= 0, got {self.cooldown}")
+        check(0 <= self.cooldown_jitter < 1, p + "cooldown_jitter", f"must be in [0, 1), got {self.cooldown_jitter}")
+        check(self.max_reuse >= 0, p + "max_reuse", f"must be >= 0, got {self.max_reuse}")
+        check(0 <= self.min_pass_rate <= self.max_pass_rate <= 1, p + "min_pass_rate",
+              f"need 0 <= min_pass_rate <= max_pass_rate <= 1, got {self.min_pass_rate}, {self.max_pass_rate}")
+
+
+@register_strategy
+class PromptReplay(ReplayStrategy):
+    name = "prompt_replay"
+    Config = PromptReplayConfig
+    trainers = ("grpo",)
+
+    def __init__(self, cfg: PromptReplayConfig):
+        super().__init__(cfg)
+        # uid -> {"prompt", "pass_rate", "last_step", "reuse", "ready", "queued" (live heap entry or None)}
+        self.prompts: dict[str, dict] = {}
+        self.heap: list[tuple[float, float, int, str]] = []  # (|p - 0.5|, p, reuse snapshot, uid)
+        self.replayed_now: list[str] = []  # uids replayed in the current iteration (plan -> observe)
+
+    def budget(self, prompts_per_iteration: int) -> int:
+        """b = min(floor(P f), floor(P/2)) with f clamped to <= 0.5 (§3.2 step 2)."""
+        f = min(self.cfg.replay_fraction, 0.5)
+        return min(math.floor(prompts_per_iteration * f), prompts_per_iteration // 2)
+
+    def plan(self, ctx: StepContext) -> Plan:
+        P, cfg = ctx.prompts_per_iteration, self.cfg
+        chosen: list[str] = []
+        aside = []
+        while len(chosen) < self.budget(P) and self.heap:
+            entry = heapq.heappop(self.heap)
+            st = self.prompts[entry[3]]
+            if entry != st["queued"] or entry[3] in chosen:
+                continue  # superseded by a later scoring (or already issued): lazy deletion
+            # The fresh draw is at most P - (replays so far) - 1 prompts once this one is issued.
+            fresh_uids = {p.uid for p in ctx.stream.peek(P - len(chosen) - 1)}
+            if entry[3] in fresh_uids or ctx.iteration < st["ready"]:
+                aside.append(entry)  # in this iteration's fresh draw, or cooling down: keep queued
+            elif cfg.max_reuse and st["reuse"] >= cfg.max_reuse:
+                st["queued"] = None  # retired
+            else:
+                st["reuse"] += 1
+                st["queued"] = None
+                chosen.append(entry[3])
+        for entry in aside:
+            heapq.heappush(self.heap, entry)
+        self.replayed_now = chosen
+        fresh = [self.prompts[u]["prompt"] for u in chosen] + ctx.stream.take(P - len(chosen))
+        reuse = [self.prompts[u]["reuse"] for u in chosen]
+        return Plan(fresh=fresh, metrics={
+            "prompt_replay_prompts": float(len(chosen)),
+            "prompt_replay_heap_size": float(self.live_entries()),
+            "prompt_replay_mean_reuse": sum(reuse) / len(reuse) if reuse else 0.0,
+        })
+
+    def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
+        cfg = self.cfg
+        for g in groups:
+            p = g.pass_rate  # mean(score) / max_score with a binary reward (§3.2 step 1)
+            st = self.prompts.setdefault(g.prompt.uid, {"prompt": g.prompt, "reuse": 0, "ready": 0, "queued": None})
+            st.update(pass_rate=p, last_step=ctx.iteration, queued=None)
+            in_window = p > 0 and cfg.min_pass_rate <= p <= cfg.max_pass_rate
+            if in_window and (not cfg.max_reuse or st["reuse"] < cfg.max_reuse):
+                entry = (abs(p - 0.5), p, st["reuse"], g.prompt.uid)  # ties: lower p first (§12.11)
+                heapq.heappush(self.heap, entry)
+                st["queued"] = entry
+                jitter = ctx.rng.uniform(1 - cfg.cooldown_jitter, 1 + cfg.cooldown_jitter)
+                st["ready"] = ctx.iteration + round(cfg.cooldown * jitter)
+        samples = [s for g in groups for s in g.samples]
+        replayed = set(self.replayed_now)
+        return {
+            "prompt_replay_zero_variance_frac": sum(g.reward_std == 0 for g in groups) / len(groups),
+            "prompt_replay_mean_abs_advantage": sum(abs(s.extras.get("advantage", 0.0)) for s in samples) / len(samples),
+            "prompt_replay_replayed_pass_rate": (sum(g.pass_rate for g in groups if g.prompt.uid in replayed) / len(replayed)
+                                                 if replayed else None),
+        }
+
+    def live_entries(self) -> int:
+        return sum(st["queued"] is not None for st in self.prompts.values())
+
+    def state_dict(self) -> dict:
+        return {"prompts": {u: dict(st) for u, st in self.prompts.items()}, "heap": list(self.heap),
+                "replayed_now": list(self.replayed_now)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.prompts = {u: dict(st) for u, st in state["prompts"].items()}
+        self.heap = list(state["heap"])
+        self.replayed_now = list(state["replayed_now"])

@@ -1,0 +1,72 @@
+"""Shared fixtures: a micro tiny world (built once per session in a private cache) and a helper
+that runs `replaylab.train` in-process through Hydra's compose API (the real call path)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# A micro world: same code path as the default tiny world, ~10 s to build instead of minutes.
+MICRO_WORLD = [
+    "tiny.teacher_steps=60",
+    "tiny.student_step=30",
+    "tiny.teacher.hidden_size=64",
+    "tiny.teacher.intermediate_size=128",
+]
+# Small, fast runs: few prompts, few updates, a 5-problem-per-set eval, no wandb, no progress bars.
+FAST_RUN = [
+    "trainer.prompts_per_iteration=8",
+    "budget.max_updates=3",
+    "budget.max_response_tokens=24",
+    "eval.max_problems=4",
+    "eval.max_new_tokens=24",
+    "trainer.eval_every=0",
+    "wandb.enabled=false",
+    "progress=false",
+    "rollout.micro_batch=64",
+]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """Tiny worlds built by tests go to a private cache, never the user's."""
+    old = os.environ.get("REPLAYLAB_CACHE")
+    os.environ["REPLAYLAB_CACHE"] = str(tmp_path_factory.mktemp("replaylab-cache"))
+    os.environ.setdefault("WANDB_MODE", "offline")
+    yield
+    if old is None:
+        os.environ.pop("REPLAYLAB_CACHE", None)
+    else:
+        os.environ["REPLAYLAB_CACHE"] = old
+
+
+def compose(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from replaylab.paths import conf_dir
+    from replaylab.train import register_configs  # noqa: F401  (registers schemas on import)
+
+    with initialize_config_dir(config_dir=conf_dir(), version_base=None):
+        return hydra_compose(config_name="config", overrides=overrides)
+
+
+@pytest.fixture
+def run_train(tmp_path):
+    """run_train(overrides) -> (summary, run_dir): a real training run on the micro world."""
+    from replaylab.runs import run_dir
+    from replaylab.train import train
+
+    def _run(overrides: list[str], output_root: Path | None = None):
+        cfg = compose(MICRO_WORLD + FAST_RUN + [f"output_root={output_root or tmp_path / 'runs'}"] + overrides)
+        return train(cfg), run_dir(cfg)
+
+    return _run
+
+
+def load_rows(run_dir: Path) -> list[dict]:
+    from replaylab.results.rows import read_rows
+
+    return read_rows(run_dir / "rows.jsonl")

@@ -1,0 +1,90 @@
+"""OPD strategies through the real trainer: what they generate, from which policy, and when."""
+
+from __future__ import annotations
+
+import torch
+
+from conftest import load_rows
+from replaylab.replay.base import UpdateStats
+from replaylab.replay.ropd import ROPD, ROPDConfig
+
+
+def strategy_rows(path, metric):
+    return {r["iteration"]: r["value"] for r in load_rows(path) if r["split"] == "strategy" and r["metric"] == metric}
+
+
+def test_initial_never_samples_the_current_policy(run_train):
+    summary, _ = run_train(["strategy=initial"])
+    assert summary["fresh_trajectories"] == 0
+    assert summary["initial_trajectories"] == 3 * 8
+    assert summary["replayed_samples"] == summary["samples_trained"] == 3 * 8
+
+
+def test_fixed_schedule_generates_fresh_rollouts_for_exactly_n_updates(run_train):
+    summary, path = run_train(["strategy=fixed_schedule", "strategy.current_updates=2", "budget.max_updates=5"])
+    assert summary["fresh_trajectories"] == 2 * 8
+    assert summary["initial_trajectories"] == 3 * 8
+    assert list(strategy_rows(path, "phase_replay").values()) == [0, 0, 1, 1, 1]
+
+
+def test_recent_replays_its_own_last_rollouts(run_train, monkeypatch):
+    from replaylab.replay.recent import Recent
+
+    seen = []
+    original = Recent.observe
+
+    def spy(self, groups, stats, ctx):
+        seen.append([(s.sample_id, s.source, s.policy_version) for g in groups for s in g.samples])
+        return original(self, groups, stats, ctx)
+
+    monkeypatch.setattr(Recent, "observe", spy)
+    summary, _ = run_train(["strategy=recent", "strategy.current_updates=2", "strategy.window=1", "budget.max_updates=4"])
+    assert summary["fresh_trajectories"] == 2 * 8 and summary["initial_trajectories"] == 0
+    last_fresh = [(sid, v) for sid, _, v in seen[1]]
+    for replay in seen[2:]:
+        assert [(sid, v) for sid, _, v in replay] == last_fresh  # same samples, original policy versions
+        assert {src for _, src, _ in replay} == {"replay"}
+
+
+def crafted(iteration, norms):
+    return UpdateStats(iteration=iteration, update=iteration + 1, grad_norms=norms)
+
+
+def test_ropd_trigger_fires_exactly_after_two_consecutive_hits():
+    s = ROPD(ROPDConfig(burn_in=1))
+    # iteration: 0 burn-in | 1 first stat | 2 change 5 > sd 1 (miss) | 3 hit | 4 miss | 5 hit | 6 hit -> switch
+    means = [100.0, 10.0, 5.0, 5.5, 9.0, 9.2, 9.1]
+    for it, m in enumerate(means):
+        out = s.observe([], crafted(it, [m - 1.0, m + 1.0, m - 1.0, m + 1.0]), None)
+        expect_hit = {3: 1.0, 4: 0.0, 5: 1.0, 6: 1.0}.get(it)
+        if expect_hit is not None:
+            assert out["hit"] == expect_hit, it
+        assert s.replaying == (it == 6)
+    assert s.switch_iteration == 7
+    # after the switch nothing is compared any more
+    assert s.observe([], crafted(7, [1.0, 50.0]), None) == {"replaying": 1.0}
+
+
+def test_ropd_sketch_statistic_uses_vectors():
+    s = ROPD(ROPDConfig(statistic="sketch", burn_in=0, consecutive=1))
+    base = torch.tensor([1.0, 0.0, 0.0])
+    noise = [torch.tensor([0.0, 1.0, 0.0]), torch.tensor([0.0, -1.0, 0.0])]
+    s.observe([], UpdateStats(0, 1, [1.0, 1.0], [base + n for n in noise]), None)
+    # same mean direction, different norm: change 3 > variation sqrt(2): miss
+    out = s.observe([], UpdateStats(1, 2, [1.0, 1.0], [4 * base + n for n in noise]), None)
+    assert out["hit"] == 0.0 and not s.replaying
+    out = s.observe([], UpdateStats(2, 3, [1.0, 1.0], [4.5 * base + n for n in noise]), None)
+    assert out["hit"] == 1.0 and s.replaying
+
+
+def test_ropd_switches_in_a_real_run_and_stops_fresh_generation(run_train):
+    # tolerance 1e9: every comparison hits, so with burn-in 2 the switch comes after iteration 4
+    summary, path = run_train(["strategy=ropd", "strategy.tolerance=1e9", "budget.max_updates=7"])
+    assert strategy_rows(path, "switch_iteration") == {5: 5.0}
+    assert summary["fresh_trajectories"] == 5 * 8
+    assert summary["initial_trajectories"] == 2 * 8
+    phases = strategy_rows(path, "phase_replay")
+    assert [phases[i] for i in sorted(phases)] == [0, 0, 0, 0, 0, 1, 1]
+    rows = load_rows(path)
+    fresh = [r["ledger_fresh_trajectories"] for r in rows if r["split"] == "train" and r["metric"] == "reverse_kl"]
+    assert fresh == [8, 16, 24, 32, 40, 40, 40]
