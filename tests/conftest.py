@@ -59,10 +59,15 @@ def run_train(tmp_path):
     from replaylab.runs import run_dir
     from replaylab.train import train
 
+    def _config(overrides: list[str], output_root: Path | None = None):
+        return compose(MICRO_WORLD + FAST_RUN + [f"output_root={output_root or tmp_path / 'runs'}"] + overrides)
+
     def _run(overrides: list[str], output_root: Path | None = None):
-        cfg = compose(MICRO_WORLD + FAST_RUN + [f"output_root={output_root or tmp_path / 'runs'}"] + overrides)
+        cfg = _config(overrides, output_root)
         return train(cfg), run_dir(cfg)
 
+    _run.config = _config
+    _run.run_dir = lambda overrides, output_root=None: run_dir(_config(overrides, output_root))
     return _run
 
 

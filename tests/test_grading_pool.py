@@ -203,4 +203,7 @@ def test_boxed_only_mode():
 def test_default_grader_is_shared():
     g = default_grader()
     assert default_grader() is g
-    assert g.grade_one("\\boxed{3}", "3").correct
+    assert g.grade_one("\\boxed{\\frac{6}{2}}", "3").correct
+    g.close()  # leave no workers behind for other test modules
+    assert default_grader() is not g  # a closed default is replaced, not returned
+    default_grader().close()

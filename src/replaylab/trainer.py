@@ -260,7 +260,7 @@ class Trainer:
                                      self.cfg.budget.max_response_tokens, self.c.ref_model)
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
-                    f"non-finite loss ({float(loss)}) at update {self.update + 1}, iteration {self.iteration}; "
+                    f"non-finite loss ({loss.item()}) at update {self.update + 1}, iteration {self.iteration}; "
                     f"the last good checkpoint in {self.run_dir / 'checkpoints'} is kept. Lower trainer.lr or check the data."
                 )
             w = share_of_batch(part, mb, t.aggregation)

@@ -1,6 +1,7 @@
 """Replay strategies: the protocol, the registry and one module per strategy."""
 
 from replaylab.replay import current, fixed_schedule, initial, recent, ropd  # noqa: F401  (registers)
+from replaylab.replay import prompt_replay, repo, popo, rlep  # noqa: F401
 from replaylab.replay.base import (
     STRATEGIES,
     Plan,

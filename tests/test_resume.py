@@ -1,0 +1,81 @@
+"""Checkpoint / resume through the real entry point: a SIGKILLed run, rerun with the same command,
+writes the same rows as an uninterrupted one; a diverged run keeps its last good checkpoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import FAST_RUN, MICRO_WORLD, load_rows
+from replaylab.trainer import TrainingDiverged
+
+TIMING_KEYS = ("ledger_wall_time", "ledger_seconds_")
+
+
+def comparable(rows):
+    out = []
+    for r in rows:
+        if r["metric"] == "tokens_per_s":
+            continue
+        out.append({k: v for k, v in r.items() if not k.startswith(TIMING_KEYS)})
+    return out
+
+
+def train_cmd(root, extra):
+    overrides = MICRO_WORLD + FAST_RUN + [f"output_root={root}", "budget.max_updates=10",
+                                          "trainer.checkpoint_every=2", "trainer.eval_every=4"] + extra
+    return [sys.executable, "-m", "replaylab.train", *overrides]
+
+
+def only_run(root):
+    runs = [p for p in (root / "default").iterdir() if p.is_dir()]
+    assert len(runs) == 1
+    return runs[0]
+
+
+@pytest.mark.parametrize("extra", [["trainer=opd"], ["trainer=opd", "strategy=ropd", "strategy.tolerance=1e9"]],
+                         ids=["opd-current", "ropd-mid-replay"])
+def test_sigkill_then_rerun_reproduces_rows(tmp_path, extra):
+    full = tmp_path / "full"
+    subprocess.run(train_cmd(full, extra), check=True, capture_output=True)
+    expected = comparable(load_rows(only_run(full)))
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(train_cmd(killed, extra), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline:  # kill as soon as a mid-run checkpoint (update 6) exists
+        latest = list(killed.glob("default/*/checkpoints/latest"))
+        if latest and latest[0].read_text().strip() >= "update_0000006.pt":
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    run = only_run(killed)
+    assert not (run / "done.json").exists(), "the run finished before it could be killed"
+    subprocess.run(train_cmd(killed, extra), check=True, capture_output=True)
+    assert comparable(load_rows(run)) == expected
+
+
+def test_nan_loss_stops_with_clear_error_and_keeps_checkpoint(run_train, monkeypatch):
+    import replaylab.trainer as trainer_mod
+
+    real = trainer_mod.minibatch_loss
+    calls = {"n": 0}
+
+    def poisoned(*args, **kwargs):
+        loss, metrics = real(*args, **kwargs)
+        calls["n"] += 1
+        return (loss * float("nan") if calls["n"] > 2 * 4 else loss), metrics  # update 3 (4 gradient groups each)
+
+    monkeypatch.setattr(trainer_mod, "minibatch_loss", poisoned)
+    overrides = ["budget.max_updates=5", "trainer.checkpoint_every=1"]
+    with pytest.raises(TrainingDiverged, match="non-finite loss .* update 3"):
+        run_train(overrides)
+    run = run_train.run_dir(overrides)
+    assert (run / "checkpoints" / "latest").read_text() == "update_0000002.pt"
+    assert not (run / "done.json").exists()

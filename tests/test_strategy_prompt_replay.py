@@ -1,0 +1,130 @@
+"""Prompt Replay (ALGORITHMS.md §3): heap order, budget, cooldown and reuse cap on crafted pass
+rates; through the real trainer: only fresh trajectories, ever, and the cooldown / cap hold."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from conftest import load_rows
+from replaylab.replay.base import PromptStream, StepContext, UpdateStats
+from replaylab.replay.prompt_replay import PromptReplay, PromptReplayConfig
+from replaylab.types import Group, Prompt, Sample
+from test_replay_buffer import GRPO, assert_resume_reproduces, token_rewards
+
+PROMPTS = [Prompt(f"q{i:02d}", f"q{i}", (1,), "0") for i in range(40)]
+
+
+def group(uid: str, correct: int, n: int = 4) -> Group:
+    p = next(p for p in PROMPTS if p.uid == uid)
+    return Group(p, [Sample(p, torch.tensor([1]), torch.zeros(1), 0, "fresh", False, f"{uid}-{i}",
+                            reward=float(i < correct)) for i in range(n)])
+
+
+class Harness:
+    """Drives a strategy by hand: plan at iteration t, observe crafted pass rates."""
+
+    def __init__(self, **cfg):
+        self.s = PromptReplay(PromptReplayConfig(**{"cooldown": 0, **cfg}))
+        # Fresh prompts come from the end of the list, so they never collide with crafted ones.
+        self.stream = PromptStream(PROMPTS, list(range(39, -1, -1)))
+        self.rng = random.Random(0)
+
+    def ctx(self, it: int) -> StepContext:
+        return StepContext(it, it, 4, 4, 1, 100, self.stream, self.rng)
+
+    def observe(self, it: int, correct: dict[str, int]) -> None:
+        groups = [group(u, c) for u, c in correct.items()]
+        self.s.observe(groups, UpdateStats(it, it + 1, [1.0]), self.ctx(it))
+
+    def replays(self, it: int) -> list[str]:
+        plan = self.s.plan(self.ctx(it))
+        assert len(plan.fresh) == 4 and len({p.uid for p in plan.fresh}) == 4
+        return list(self.s.replayed_now)
+
+
+def test_heap_prefers_pass_rate_near_half_then_lower_rate():
+    h = Harness(max_pass_rate=0.8)
+    h.observe(0, {"q01": 3, "q02": 1, "q03": 2, "q04": 0, "q05": 4})  # p = .75 .25 .5 0 1
+    assert h.replays(1) == ["q03", "q02"]  # budget floor(4 * 0.5) = 2; |.25-.5| tie: lower p first
+    assert h.replays(2) == ["q01"]  # p = 0 and p = 1 never enter the heap
+
+
+def test_budget_is_clamped_to_half_the_prompts():
+    h = Harness(replay_fraction=0.9)
+    assert h.s.budget(4) == 2 and h.s.budget(5) == 2 and h.s.budget(1) == 0
+    h.observe(0, {f"q{i:02d}": 2 for i in range(1, 8)})
+    assert len(h.replays(1)) == 2
+
+
+def test_cooldown_and_reuse_cap():
+    h = Harness(cooldown=2, cooldown_jitter=0.0, max_reuse=2)
+    h.observe(0, {"q01": 2})
+    assert h.replays(1) == []  # scored at 0, ready at 2
+    assert h.replays(2) == ["q01"]
+    h.observe(2, {"q01": 2})
+    assert h.replays(3) == [] and h.replays(4) == ["q01"]
+    h.observe(4, {"q01": 2})  # reused twice: retired
+    assert [h.replays(t) for t in range(5, 9)] == [[], [], [], []]
+    assert h.s.prompts["q01"]["reuse"] == 2
+
+
+def test_cooldown_jitter_draws_from_the_strategy_rng():
+    h = Harness(cooldown=5)
+    h.observe(0, {f"q{i:02d}": 2 for i in range(1, 30)})
+    assert {st["ready"] for st in h.s.prompts.values()} == {4, 5, 6}
+
+
+def test_prompt_in_this_iterations_fresh_draw_is_not_replayed():
+    h = Harness()
+    h.observe(0, {"q39": 2, "q01": 1})  # q39 is the next fresh prompt of the stream
+    assert h.replays(1) == ["q01"]
+    assert h.s.prompts["q39"]["queued"] is not None  # set aside, still queued
+
+
+def test_state_round_trip_reproduces_the_plan():
+    h = Harness(cooldown=1)
+    h.observe(0, {"q01": 1, "q02": 2, "q03": 3})
+    other = Harness(cooldown=1)
+    other.s.load_state_dict(h.s.state_dict())
+    assert h.replays(1) == other.replays(1)
+    assert h.s.state_dict() == other.s.state_dict()
+
+
+def test_replayed_prompts_get_fresh_rollouts_only(run_train, monkeypatch):
+    token_rewards(monkeypatch, 4)
+    seen = []
+    original = PromptReplay.observe
+
+    def spy(self, groups, stats, ctx):
+        seen.append((ctx.iteration, ctx.update, list(self.replayed_now),
+                     [(g.prompt.uid, g.pass_rate, [(s.sample_id, s.source, s.policy_version) for s in g.samples])
+                      for g in groups]))
+        return original(self, groups, stats, ctx)
+
+    monkeypatch.setattr(PromptReplay, "observe", spy)
+    summary, path = run_train(GRPO + ["strategy=prompt_replay", "strategy.cooldown=2", "strategy.max_reuse=1"])
+    assert summary["fresh_trajectories"] == summary["samples_trained"] == 6 * 16  # replays take ordinary slots
+    ids = [sid for _, _, _, gs in seen for _, _, ss in gs for sid, _, _ in ss]
+    assert len(ids) == len(set(ids)) == 6 * 16  # no trajectory is ever trained on twice
+    assert all(src == "fresh" and v == update for _, update, _, gs in seen for _, _, ss in gs for _, src, v in ss)
+    last: dict[str, tuple[int, float]] = {}
+    replays = 0
+    for it, _, replayed, gs in seen:
+        assert len(gs) == 4 and len({u for u, _, _ in gs}) == 4 and len(replayed) <= 2
+        for uid in replayed:
+            before, p = last[uid]
+            assert it - before >= 2 and 0.24 <= p <= 0.70  # cooled down (2 +- 20% rounds to 2), in window
+            replays += 1
+        last.update({u: (it, p) for u, p, _ in gs})
+    assert replays >= 1
+    assert max(sum(uid in r for _, _, r, _ in seen) for uid in last) <= 1  # max_reuse
+    metrics = {r["metric"] for r in load_rows(path) if r["split"] == "strategy"}
+    assert {"prompt_replay_prompts", "prompt_replay_heap_size", "prompt_replay_mean_reuse",
+            "prompt_replay_zero_variance_frac", "prompt_replay_mean_abs_advantage"} <= metrics
+
+
+def test_resume_reproduces_rows(run_train, monkeypatch, tmp_path):
+    token_rewards(monkeypatch, 4)
+    assert_resume_reproduces(run_train, monkeypatch, tmp_path, GRPO + ["strategy=prompt_replay", "strategy.cooldown=1"])
