@@ -26,6 +26,9 @@ FAST_RUN = [
     "wandb.enabled=false",
     "progress=false",
     "rollout.micro_batch=64",
+    # One torch thread: the grader's worker processes and pytest share the 2 cores; two threads
+    # each oversubscribe them and run ~10x slower (measured on the 2-core CI machine).
+    "trainer.threads=1",
 ]
 
 

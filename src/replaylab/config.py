@@ -186,6 +186,7 @@ class EvalConfig:
     at_start: bool = knob(True, "evaluate the initial policy before training")
     grader_workers: int = knob(2, "grading worker processes")
     grader_timeout: int = knob(2, "math-verify per-item timeout (whole seconds)")
+    checkpoint: str | None = knob(None, "evaluate.py: a run directory (its latest checkpoint) or a checkpoint file to load into model before evaluating")
 
     def __post_init__(self) -> None:
         check(self.max_new_tokens > 0, "eval.max_new_tokens", f"must be positive, got {self.max_new_tokens}")

@@ -27,17 +27,20 @@ def old_logprobs(s: Sample) -> torch.Tensor:
 
 
 def behaviour_weights(samples: list[Sample], width: int, default_cap: float | None) -> torch.Tensor | None:
-    """Truncated decoupled weights min(pi_prox / mu, cap) for samples that carry a cap."""
+    """Per-token loss multipliers: the truncated decoupled weight min(pi_prox / mu, cap) for samples
+    that carry a cap (`is_cap`, or trainer.is_cap for non-fresh samples), times a per-sample
+    `loss_weight` (e.g. RePO's lambda_off on replayed rows). None when every multiplier is 1."""
     caps = [s.extras.get("is_cap", default_cap if s.source != "fresh" else None) for s in samples]
-    if all(c is None for c in caps):
+    scales = [float(s.extras.get("loss_weight", 1.0)) for s in samples]
+    if all(c is None for c in caps) and all(w == 1.0 for w in scales):
         return None
     rows = []
-    for s, cap in zip(samples, caps):
+    for s, cap, scale in zip(samples, caps, scales):
         if cap is None:
-            rows.append(torch.ones(s.num_tokens))
+            rows.append(torch.full((s.num_tokens,), scale))
         else:
             prox = s.extras.get("prox_logprobs", s.behaviour_logprobs)
-            rows.append(truncated_behaviour_weight(prox, s.behaviour_logprobs, cap))
+            rows.append(truncated_behaviour_weight(prox, s.behaviour_logprobs, cap) * scale)
     return pad_per_token(rows, width, fill=0.0)
 
 

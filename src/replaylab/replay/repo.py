@@ -8,7 +8,9 @@ up to `num_replays` of them are added to its fresh group as off-policy rows (§4
 Off-policy treatment (§4.2 step 6): replayed rows are copies (`Sample.replayed`) whose PPO ratio is
 taken against their *stored behaviour* log-probs (`extras['ratio_base'] = 'behaviour'`), clipped
 like the online rows; they keep their original `policy_version`. `is_cap` is set to None on them
-so a trainer-wide `trainer.is_cap` never adds a second (decoupled) correction on top.
+so a trainer-wide `trainer.is_cap` never adds a second (decoupled) correction on top. The stored
+log-probs are the generator's (the paper recomputes them with the training model right after
+generation): the same numbers with the HF generator, equal up to engine numerics with vLLM.
 
 Normalisation: `split` (paper default) z-scores online and replayed rewards separately through
 `Group.baseline_labels` ("online" / "replay"); `mixed` uses one baseline for the merged group.
@@ -42,11 +44,12 @@ class RePOConfig(StrategyConfig):
     min_cache_to_replay: int = knob(16, "paper launcher (§4.3): replay a prompt only once its buffer holds this many "
                                         "(16 with 8 fresh per visit = from the 3rd visit on, §12.12)")
     num_replays: int = knob(8, "paper launcher (§4.3): replayed rows per prompt, k = min(buffer, num_replays)")
-    selection: str = knob("highest", "paper launcher for Qwen3 (§4.3, §12.13; recent for Qwen2.5-Math): "
-                                     "all | random | recent | highest | max_variance")
+    selection: str = knob("highest", "paper launcher for Qwen3 (§4.3, §12.13; recent for Qwen2.5-Math): all (whole "
+                                     "buffer, num_replays ignored) | random | recent | highest (reward) | max_variance")
     normalization: str = knob("split", "paper default (§4.2 step 5): split (online / replay baselines) | mixed")
-    max_variance_exhaustive: int = knob(20000, "our choice: max_variance searches all k-subsets (the paper's method) up to "
-                                               "this many; above it an exact-in-value O(n log n) search (see best_variance_subset)")
+    max_variance_exhaustive: int = knob(20000, "our choice: max_variance searches all k-subsets (the paper's method) "
+                                               "up to this many (C(16, 8) = 12870 at the defaults); above, an "
+                                               "exact-in-value O(n log n + k^2) search (best_variance_subset)")
 
     def __post_init__(self) -> None:
         p = "strategy."
@@ -54,6 +57,8 @@ class RePOConfig(StrategyConfig):
         check_choice(self.normalization, p + "normalization", ["split", "mixed"])
         for key in ("max_cache_size", "min_cache_to_replay", "num_replays", "max_variance_exhaustive"):
             check(getattr(self, key) >= 1, p + key, f"must be >= 1, got {getattr(self, key)}")
+        check(self.min_cache_to_replay <= self.max_cache_size, p + "min_cache_to_replay",
+              f"{self.min_cache_to_replay} > max_cache_size={self.max_cache_size}: the buffer could never replay")
 
 
 def best_variance_subset(rewards: list[float], k: int, exhaustive_limit: int) -> list[int]:

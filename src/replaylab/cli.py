@@ -1,0 +1,92 @@
+"""The `replaylab` command: small tools around the Hydra entry points.
+
+    replaylab grade INPUT.jsonl --out OUTPUT.jsonl   grade existing generations
+    replaylab tiny                                   build (or find) the tiny world and report it
+    replaylab table EXPERIMENT_DIR                   the comparison table of a sweep
+    replaylab config-help [GROUP]                    every config field with its help text
+
+Training and evaluation are `python -m replaylab.train` and `python -m replaylab.evaluate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields, is_dataclass
+
+
+def cmd_tiny(args: argparse.Namespace) -> int:
+    import time
+
+    from replaylab.models.tiny_spec import TinyWorldConfig
+    from replaylab.models.tiny_world import ensure_tiny_world
+
+    t0 = time.time()
+    path = ensure_tiny_world(TinyWorldConfig(), progress=not args.quiet)
+    report = json.loads((path / "build.json").read_text())
+    print(f"tiny world: {path} ({time.time() - t0:.1f}s)")
+    for role in ("teacher", "student"):
+        acc = report.get(f"{role}_tiny8", {})
+        print(f"  {role}: " + "  ".join(f"{k}={v:.2f}" for k, v in acc.items()))
+    return 0
+
+
+def cmd_config_help(args: argparse.Namespace) -> int:
+    import typing
+
+    from replaylab.config import Config
+    from replaylab.replay import STRATEGIES
+
+    hints = typing.get_type_hints(Config)
+    groups = [args.group] if args.group else [f.name for f in fields(Config)]
+    for name in groups:
+        if name == "strategy":
+            for sname, cls in sorted(STRATEGIES.items()):
+                print(f"[strategy={sname}]")
+                _print_help(cls.Config, "strategy.")
+            continue
+        cls = hints.get(name)
+        if cls is None:
+            print(f"unknown group {name!r}; allowed: {[f.name for f in fields(Config)]}", file=sys.stderr)
+            return 2
+        if is_dataclass(cls):
+            print(f"[{name}]")
+            _print_help(cls, f"{name}.")
+    return 0
+
+
+def _print_help(cls, prefix: str) -> None:
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    for f in fields(cls):
+        print(f"  {prefix}{f.name}: {f.metadata.get('help', '')}")
+        if is_dataclass(hints.get(f.name)):
+            _print_help(hints[f.name], f"{prefix}{f.name}.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from replaylab import cli_grade
+
+    parser = argparse.ArgumentParser(prog="replaylab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    cli_grade.add_parser(sub)
+    tiny = sub.add_parser("tiny", help="build (or find in the cache) the tiny world and print its accuracy")
+    tiny.add_argument("--quiet", action="store_true")
+    tiny.set_defaults(func=cmd_tiny)
+    ch = sub.add_parser("config-help", help="list config fields with their help texts")
+    ch.add_argument("group", nargs="?")
+    ch.set_defaults(func=cmd_config_help)
+    try:
+        from replaylab.results import table
+
+        table.add_parser(sub)
+    except ImportError:
+        pass
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
