@@ -111,7 +111,7 @@ def build_components(cfg: Config) -> Components:
     grader = build_grader(cfg)
     rows = training_rows(cfg.data.name, cfg.data.size, cfg.data.seed, cfg.data.data_root)
     prompts = render_prompts(rows, tokenizer, cfg.data.instruction, cfg.data.enable_thinking)
-    stream = PromptStream(prompts, data_order(len(prompts), cfg.order.index))
+    stream = PromptStream(prompts, data_order(len(prompts), cfg.order))
     ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.trainer.kind == "grpo" and cfg.trainer.kl_coef > 0 else None
     evaluate = build_evaluate(cfg, generator, tokenizer, grader)
     initial_generator = None

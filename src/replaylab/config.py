@@ -68,16 +68,6 @@ class DataConfig:
 
 
 @dataclass
-class OrderConfig:
-    """Which permutation of the training prompts a run walks through."""
-
-    index: int = knob(0, "data order: a reproducible permutation of the prompts (-1 = file order)")
-
-    def __post_init__(self) -> None:
-        check(self.index >= -1, "order.index", f"must be >= -1, got {self.index}")
-
-
-@dataclass
 class BudgetConfig:
     """Response and run budgets; a sweep matches these across strategies."""
 
@@ -215,15 +205,19 @@ class Config:
     model: ModelConfig = MISSING
     teacher: TeacherConfig = MISSING
     data: DataConfig = MISSING
-    order: OrderConfig = MISSING
     budget: BudgetConfig = MISSING
     eval: EvalConfig = MISSING
     rollout: RolloutConfig = MISSING
     tiny: TinyWorldConfig = field(default_factory=TinyWorldConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
+    order: int = knob(0, "data order: index of a reproducible permutation of the training prompts (-1 = file order); "
+                         "a plain key rather than a group so that `order=0,1,2` sweeps work (Hydra group options cannot be numbers)")
     experiment: str = knob("default", "experiment name: groups runs in results and tables")
     output_root: str = knob("runs", "root directory of run directories (each named by its config hash)")
     progress: bool = knob(True, "show a progress bar")
+
+    def __post_init__(self) -> None:
+        check(self.order >= -1, "order", f"must be >= -1, got {self.order}")
 
 
 def register_configs() -> None:
@@ -232,7 +226,7 @@ def register_configs() -> None:
     cs.store(name="config_schema", node=Config)
     for group, node in [
         ("trainer", TrainerConfig), ("model", ModelConfig), ("teacher", TeacherConfig), ("data", DataConfig),
-        ("order", OrderConfig), ("budget", BudgetConfig), ("eval", EvalConfig), ("rollout", RolloutConfig),
+        ("budget", BudgetConfig), ("eval", EvalConfig), ("rollout", RolloutConfig),
     ]:
         cs.store(group=f"schema/{group}", name="base", node=node)
     from replaylab.replay import STRATEGIES  # registers the strategy modules

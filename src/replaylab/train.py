@@ -40,7 +40,7 @@ def train(cfg: DictConfig) -> dict:
         "run": path.name, "config_hash": config_hash(cfg), "experiment": obj.experiment,
         "strategy": obj.strategy.name, "trainer": obj.trainer.kind, "objective": obj.trainer.objective,
         "model": obj.model.name_or_path, "teacher": obj.teacher.name_or_path if obj.trainer.kind == "opd" else "",
-        "data": obj.data.name, "order": obj.order.index, "budget": obj.budget.name,
+        "data": obj.data.name, "order": obj.order, "budget": obj.budget.name,
         "max_response_tokens": obj.budget.max_response_tokens, "seed": obj.trainer.seed,
         "prompts_per_iteration": obj.trainer.prompts_per_iteration, "samples_per_prompt": obj.trainer.samples_per_prompt,
         "resample_period": obj.trainer.resample_period,

@@ -1,0 +1,52 @@
+# replaylab: `make run` installs and trains on the embedded tiny world; `make test` runs the tests.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build on disk here; on a GPU machine use e.g. TORCH_SPEC='torch==2.14.0' (what vllm pins).
+TORCH_SPEC ?= torch==2.13.0
+EXTRAS ?= dev
+TRAIN := $(PY) -m replaylab.train
+SWEEP := $(TRAIN) -m
+
+.PHONY: install run test tiny lint bench clean \
+        tiny-table-ropd tiny-table-prompt-replay tiny-table-repo tiny-table-popo tiny-table-rlep tiny-table-budget-axes \
+        table-ropd table-prompt-replay table-repo table-popo table-rlep table-budget-axes notebooks
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch first, pinned: a bare range would pull a multi-GB CUDA build on a CPU machine.
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	touch $@
+
+run: install  ## the main job: OPD on the tiny world (builds the tiny world on first use)
+	$(TRAIN)
+
+test: install
+	$(PY) -m pytest -q
+
+tiny: install  ## build (or find in the cache) the tiny world and print its tiny8 accuracy
+	$(VENV)/bin/replaylab tiny
+
+bench: install
+	$(PY) benchmarks/bench_grading.py
+	$(PY) benchmarks/bench_replay_overhead.py
+
+notebooks: install
+	$(PY) analysis/run_notebooks.py runs/tiny_ropd
+
+# --- paper tables on the tiny world (CPU) -------------------------------------------------------
+tiny-table-%: install
+	$(SWEEP) +experiment=tiny_$(subst -,_,$*)
+	$(VENV)/bin/replaylab table runs/tiny_$(subst -,_,$*)
+
+# --- paper tables at full scale (GPU cluster: add launcher=slurm) -------------------------------
+table-%: install
+	$(SWEEP) +experiment=$(subst -,_,$*) $(ARGS)
+	$(VENV)/bin/replaylab table runs/$(subst -,_,$*)
+
+clean:
+	rm -rf runs outputs multirun
