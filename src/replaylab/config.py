@@ -74,7 +74,7 @@ class BudgetConfig:
     name: str = knob("tiny", "label of the response budget in tables (e.g. 16k, 32k, tiny_short)")
     max_response_tokens: int = knob(48, "maximum new tokens per rollout (longer responses are truncated)")
     max_updates: int = knob(400, "optimization budget: stop after this many optimizer updates")
-    max_trajectories: int = knob(0, "trajectory budget: stop once this many fresh trajectories were generated (0 = no limit)")
+    max_trajectories: int = knob(0, "trajectory budget: stop once this many trajectories were generated, by the current or the initial policy (0 = no limit)")
 
     def __post_init__(self) -> None:
         check(self.max_response_tokens > 0, "budget.max_response_tokens", f"must be a positive number of tokens, got {self.max_response_tokens}")
@@ -218,6 +218,22 @@ class Config:
 
     def __post_init__(self) -> None:
         check(self.order >= -1, "order", f"must be >= -1, got {self.order}")
+        self.check_matched_budget()
+
+    def check_matched_budget(self) -> None:
+        """With a trajectory budget, the batch shape must spend it exactly within the update budget:
+        (max_trajectories / (prompts x samples)) iterations x (minibatches x resample_period) updates."""
+        t, b = self.trainer, self.budget
+        if not b.max_trajectories:
+            return
+        per_iteration = t.prompts_per_iteration * t.samples_per_prompt
+        iterations, rest = divmod(b.max_trajectories, per_iteration)
+        check(rest == 0, "budget.max_trajectories",
+              f"{b.max_trajectories} is not a multiple of trainer.prompts_per_iteration x trainer.samples_per_prompt = {per_iteration}")
+        check(iterations * t.updates_per_iteration == b.max_updates, "budget.max_updates",
+              f"{b.max_updates} updates do not match the trajectory budget: {b.max_trajectories} trajectories = {iterations} "
+              f"iterations x {t.updates_per_iteration} updates each (trainer.minibatches x trainer.resample_period) = "
+              f"{iterations * t.updates_per_iteration} updates")
 
 
 def register_configs() -> None:

@@ -108,7 +108,7 @@ class Trainer:
         b = self.cfg.budget
         if self.update >= b.max_updates:
             return False
-        return not (b.max_trajectories and self.ledger.fresh_trajectories >= b.max_trajectories)
+        return not (b.max_trajectories and self.ledger.trajectories >= b.max_trajectories)
 
     def run(self) -> dict:
         resumed = latest_checkpoint(self.run_dir)

@@ -15,11 +15,11 @@ generation): the same numbers with the HF generator, equal up to engine numerics
 Normalisation: `split` (paper default) z-scores online and replayed rewards separately through
 `Group.baseline_labels` ("online" / "replay"); `mixed` uses one baseline for the merged group.
 
-Not supported, by design of the shared loss (report, not silently approximated):
-* lambda_off != 1 and the separate on/off aggregation `L_on + lambda_off L_off`: our loss
-  aggregates the merged batch once (token-mean over on + off tokens). That needs a per-sample loss
-  weight or a per-sample aggregation group in `losses.py`; the paper default lambda_off = 1 is what
-  runs here, with joint aggregation.
+`lambda_off` weights the replayed rows' token losses (`extras['loss_weight']`, honoured by the
+shared loss). Not supported (reported, not silently approximated):
+* the separate on/off aggregation `L_on + lambda_off L_off`: our loss aggregates the merged batch
+  once (token-mean over on + off tokens), so with lambda_off = 1 (paper default) the off-policy
+  rows weigh by their token share rather than as a second, separately normalised term;
 * KL on online tokens only (paper beta = 0, our `trainer.kl_coef` default 0).
 """
 
@@ -47,6 +47,7 @@ class RePOConfig(StrategyConfig):
     selection: str = knob("highest", "paper launcher for Qwen3 (§4.3, §12.13; recent for Qwen2.5-Math): all (whole "
                                      "buffer, num_replays ignored) | random | recent | highest (reward) | max_variance")
     normalization: str = knob("split", "paper default (§4.2 step 5): split (online / replay baselines) | mixed")
+    lambda_off: float = knob(1.0, "paper default (§4.2 step 6): weight of the replayed rows' token losses")
     max_variance_exhaustive: int = knob(20000, "our choice: max_variance searches all k-subsets (the paper's method) "
                                                "up to this many (C(16, 8) = 12870 at the defaults); above, an "
                                                "exact-in-value O(n log n + k^2) search (best_variance_subset)")
@@ -128,7 +129,7 @@ class RePO(ReplayStrategy):
             rows = []
             for s in stored:
                 r = s.replayed()
-                r.extras.update(ratio_base="behaviour", is_cap=None)
+                r.extras.update(ratio_base="behaviour", is_cap=None, loss_weight=self.cfg.lambda_off)
                 rows.append(r)
             labels = None
             if rows and self.cfg.normalization == "split":

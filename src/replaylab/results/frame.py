@@ -1,0 +1,138 @@
+"""Result rows as one pandas DataFrame, with each run's status, from run directories.
+
+Tables and notebooks work on a single tidy frame (one metric value per row, the run's identity on
+every row). On top of `rows.jsonl` this adds what the rows cannot say about themselves: whether
+the run finished (`status`), so a table can mark a failed or still running run instead of
+quietly averaging its last, earlier evaluation with finished ones. A run directory that has a
+config but no rows yet (it failed before its first log) gets one placeholder row (split "") built
+from its config, so it is still counted and marked.
+
+The identity mapping from a resolved config is shared with the wandb loader, whose runs carry the
+config rather than the rows' identity columns.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from replaylab.results.rows import read_rows
+
+# Identity columns of a training run's rows, and the config key each comes from (see train.py).
+IDENTITY_FROM_CONFIG: dict[str, str] = {
+    "experiment": "experiment",
+    "strategy": "strategy.name",
+    "trainer": "trainer.kind",
+    "objective": "trainer.objective",
+    "model": "model.name_or_path",
+    "teacher": "teacher.name_or_path",
+    "data": "data.name",
+    "order": "order.index",
+    "budget": "budget.name",
+    "max_response_tokens": "budget.max_response_tokens",
+    "seed": "trainer.seed",
+    "prompts_per_iteration": "trainer.prompts_per_iteration",
+    "samples_per_prompt": "trainer.samples_per_prompt",
+    "resample_period": "trainer.resample_period",
+}
+IDENTITY = ("run", "config_hash", *IDENTITY_FROM_CONFIG, "versions")
+SPLITS = ("train", "eval", "strategy")
+DONE, UNFINISHED = "done", "failed/running"
+# Run directories are named `<trainer>-<strategy>-<hash>` (or `eval-<hash>`): 16 hex digits at the
+# end tell them from other folders that hold a config.yaml (Hydra's .hydra/, wandb's files/).
+RUN_DIR_NAME = re.compile(r"-[0-9a-f]{16}$")
+
+
+class NoRowsError(FileNotFoundError):
+    """The source named holds no result rows (missing path, empty directory, empty export)."""
+
+
+def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested config -> {"strategy.name": ..., ...}: the key style of the wandb UI and of --by."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def identity_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The rows' identity columns from a resolved config (nested or already flattened)."""
+    flat = flatten(config)
+    ident = {col: flat.get(key) for col, key in IDENTITY_FROM_CONFIG.items()}
+    if ident["trainer"] is not None and ident["trainer"] != "opd":
+        ident["teacher"] = ""  # train.py records a teacher only for OPD runs
+    return ident
+
+
+def is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def placeholder_row(identity: Mapping[str, Any], status: str) -> dict[str, Any]:
+    """The single row standing for a run that logged nothing, so tables still see (and mark) it."""
+    return {**identity, "split": "", "update": math.nan, "iteration": math.nan, "benchmark": "",
+            "metric": "", "value": math.nan, "n": math.nan, "status": status}
+
+
+def run_status(run_dir: Path) -> str:
+    """`done` when the run wrote its done marker (an eval-only run: its summary.json)."""
+    finished = (run_dir / "done.json").exists() or (run_dir.name.startswith("eval-") and (run_dir / "summary.json").exists())
+    return DONE if finished else UNFINISHED
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """Every run directory under `root` (or `root` itself): those with rows, and named ones with a
+    config but no rows yet."""
+    if (root / "rows.jsonl").exists() or ((root / "config.yaml").exists() and RUN_DIR_NAME.search(root.name)):
+        return [root]
+    with_rows = {p.parent for p in root.rglob("rows.jsonl")}
+    configured = {p.parent for p in root.rglob("config.yaml") if RUN_DIR_NAME.search(p.parent.name)}
+    return sorted(with_rows | configured)
+
+
+def _config_identity(run_dir: Path) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=False)
+    hash_ = RUN_DIR_NAME.search(run_dir.name)
+    return {"run": run_dir.name, "config_hash": hash_.group(0)[1:] if hash_ else "", **identity_from_config(config)}
+
+
+def load_experiment(path: str | Path) -> pd.DataFrame:
+    """All rows of every run under `path` as one DataFrame with `status` and `run_dir` columns."""
+    root = Path(path)
+    if not root.exists():
+        raise NoRowsError(f"{root}: no such file or directory; no rows found")
+    if root.is_file():
+        records = [{**r, "status": run_status(root.parent)} for r in read_rows(root)]
+    else:
+        records = []
+        for run_dir in find_run_dirs(root):
+            status = run_status(run_dir)
+            rows = read_rows(run_dir / "rows.jsonl") if (run_dir / "rows.jsonl").exists() else []
+            if not rows:
+                rows = [placeholder_row(_config_identity(run_dir), status)]
+            records += [{**r, "status": status, "run_dir": str(run_dir)} for r in rows]
+    if not records:
+        raise NoRowsError(f"{root}: no rows found (no rows.jsonl or run directory under it)")
+    return tidy_frame(records)
+
+
+def tidy_frame(records: list[dict]) -> pd.DataFrame:
+    """Records -> DataFrame with every identity and row column present (missing ones as NA)."""
+    df = pd.DataFrame.from_records(records)
+    for col in (*IDENTITY, "split", "update", "iteration", "benchmark", "metric", "value", "n", "status"):
+        if col not in df.columns:
+            df[col] = pd.NA if col != "value" else math.nan
+    df["status"] = df["status"].fillna(DONE)
+    for col in ("update", "iteration", "value", "n"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
