@@ -33,7 +33,7 @@ class TinyWorldConfig:
     seed: int = knob(0, "seeds model init and the SFT data stream")
     teacher: TinyModelSize = field(default_factory=TinyModelSize, metadata={"help": "teacher shape (the student is an early checkpoint of the same run)"})
     teacher_steps: int = knob(2000, "SFT steps of the teacher run")
-    student_step: int = knob(400, "the student is the teacher run's checkpoint at this SFT step")
+    student_step: int = knob(800, "the student is the teacher run's checkpoint at this SFT step (tiny8 ~30%: room to learn, yet earns rewards)")
     batch_size: int = knob(64, "SFT batch size")
     lr: float = knob(1e-3, "SFT peak learning rate (AdamW, linear warm-up then cosine to 0)")
     warmup: int = knob(50, "SFT warm-up steps")

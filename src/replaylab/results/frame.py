@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any, Mapping
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Mapping
 
 from replaylab.results.rows import read_rows
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Identity columns of a training run's rows, and the config key each comes from (see train.py).
 IDENTITY_FROM_CONFIG: dict[str, str] = {
@@ -99,11 +100,14 @@ def find_run_dirs(root: Path) -> list[Path]:
 
 
 def _config_identity(run_dir: Path) -> dict[str, Any]:
+    """Identity of a run that logged no rows, from its config.yaml (just its name if that is gone too)."""
     from omegaconf import OmegaConf
 
-    config = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=False)
     hash_ = RUN_DIR_NAME.search(run_dir.name)
-    return {"run": run_dir.name, "config_hash": hash_.group(0)[1:] if hash_ else "", **identity_from_config(config)}
+    ident = {"run": run_dir.name, "config_hash": hash_.group(0)[1:] if hash_ else ""}
+    if (run_dir / "config.yaml").exists():
+        ident.update(identity_from_config(OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=False)))
+    return ident
 
 
 def load_experiment(path: str | Path) -> pd.DataFrame:
@@ -128,6 +132,8 @@ def load_experiment(path: str | Path) -> pd.DataFrame:
 
 def tidy_frame(records: list[dict]) -> pd.DataFrame:
     """Records -> DataFrame with every identity and row column present (missing ones as NA)."""
+    import pandas as pd
+
     df = pd.DataFrame.from_records(records)
     for col in (*IDENTITY, "split", "update", "iteration", "benchmark", "metric", "value", "n", "status"):
         if col not in df.columns:

@@ -1,0 +1,1 @@
+"""Analysis notebooks and their helpers; a package so tests and notebooks import `analysis.plots`."""

@@ -1,0 +1,110 @@
+"""Generate the analysis notebooks from this file (`python analysis/make_notebooks.py`).
+
+The .ipynb files are committed without outputs; keeping their source here makes them reviewable
+as Python and keeps them small. Each notebook reads REPLAYLAB_EXPERIMENT_DIR (default
+runs/tiny_ropd) and writes PNGs to REPLAYLAB_FIGURES_DIR (default analysis/figures).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+HERE = Path(__file__).resolve().parent
+
+SETUP = '''\
+import sys
+from pathlib import Path
+
+# Import the helpers whether the kernel starts in the repository root or in analysis/.
+REPO = next((p for p in (Path.cwd(), *Path.cwd().parents) if (p / "analysis" / "plots.py").exists()), None)
+if REPO is None:
+    raise RuntimeError(f"run this notebook inside the replaylab repository (cwd: {Path.cwd()})")
+sys.path.insert(0, str(REPO))
+from analysis import plots
+from replaylab.results.frame import load_experiment
+
+EXPERIMENT_DIR = plots.experiment_dir()
+df = load_experiment(EXPERIMENT_DIR)
+print(f"{EXPERIMENT_DIR}: {df['run'].nunique()} runs, {len(df)} rows; figures -> {plots.figures_dir()}")'''
+
+NOTEBOOKS = {
+    "tables": [
+        ("markdown", "# Comparison table\n\nEach run's final evaluation, mean ± 95% t-interval over data orders, "
+                     "one block per response budget; `n` = orders present / expected; the budget columns show "
+                     "the ledger each row spent (`replaylab table` prints the same)."),
+        ("code", SETUP),
+        ("code", '''\
+from IPython.display import Markdown, display
+from replaylab.results.table import build_table, to_markdown
+
+table = build_table(df)
+display(Markdown(to_markdown(table, EXPERIMENT_DIR.name)))'''),
+        ("code", '''\
+plots.save(plots.table_bars(table, f"{EXPERIMENT_DIR.name}: suite mean, 95% CI over data orders"), "table_mean")'''),
+    ],
+    "curves": [
+        ("markdown", "# Learning curves\n\nSuite-mean accuracy and response length vs optimizer update per strategy "
+                     "(line: mean over data orders, band: min–max); training signals (reverse KL for OPD, reward "
+                     "for GRPO, response tokens). Dashed lines: R-OPD's switch to replay (`switch_iteration`)."),
+        ("code", SETUP),
+        ("code", '''\
+eval_metrics = set(df.loc[df["split"] == "eval", "metric"])
+panels = [("eval", m, "mean") for m in ("avg@k", "mean_response_tokens") if m in eval_metrics]
+plots.save(plots.grid(df, panels, f"{EXPERIMENT_DIR.name}: evaluation vs update"), "accuracy_vs_update")'''),
+        ("code", '''\
+train_metrics = set(df.loc[df["split"] == "train", "metric"])
+panels = [("train", m, None) for m in ("reverse_kl", "reward", "response_tokens") if m in train_metrics]
+if panels:
+    plots.save(plots.grid(df, panels, f"{EXPERIMENT_DIR.name}: training signals vs update"), "train_curves")
+else:
+    print("no reverse_kl / reward / response_tokens train rows in this experiment")'''),
+    ],
+    "diagnostics": [
+        ("markdown", "# Replay diagnostics\n\nZero-variance groups, replay counts, importance / behaviour weights "
+                     "(whichever metrics the strategies logged), and the budget ledger's replayed samples and "
+                     "trajectories by source."),
+        ("code", SETUP),
+        ("code", '''\
+GROUPS = {
+    "zero_variance": r"zero_variance",
+    "replay": r"replay",
+    "importance_weights": r"behaviour_weight|ratio|clip_frac|is_weight",
+}
+for name, pattern in GROUPS.items():
+    found = plots.metrics_matching(df, pattern)
+    if not found:
+        print(f"{name}: no metric matching {pattern!r} in this experiment")
+        continue
+    panels = [(split, metric, None) for split, metric in found]
+    plots.save(plots.grid(df, panels, f"{EXPERIMENT_DIR.name}: {name}"), f"diagnostics_{name}")'''),
+        ("code", '''\
+LEDGER = ("ledger_replayed_samples", "ledger_fresh_trajectories", "ledger_initial_trajectories", "ledger_teacher_tokens_scored")
+ledger = plots.ledger_rows(df, LEDGER)
+panels = [("ledger", col, None) for col in LEDGER if col in set(ledger["metric"])]
+plots.save(plots.grid(ledger, panels, f"{EXPERIMENT_DIR.name}: budget ledger"), "diagnostics_ledger")'''),
+    ],
+}
+
+
+def build(name: str, cells: list[tuple[str, str]]) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                   "language_info": {"name": "python"}}
+    nb.cells = [nbformat.v4.new_markdown_cell(src) if kind == "markdown" else nbformat.v4.new_code_cell(src)
+                for kind, src in cells]
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"{name}-{i}"  # stable ids: regenerating does not churn the committed files
+    return nb
+
+
+def main() -> None:
+    for name, cells in NOTEBOOKS.items():
+        path = HERE / f"{name}.ipynb"
+        nbformat.write(build(name, cells), path)
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Result rows from wandb, in the same DataFrame shape as local rows, so the same tables follow.
+
+The local rows are the source of truth, but a sweep on a cluster is often looked at from wandb.
+The mirror (`wandb_mirror.py`) logs each row as `f"{split}/{benchmark}/{metric}"` (benchmark
+omitted when empty) at step = update, with the resolved config as run config and the run
+directory's name as run name. Read back:
+
+* `rows_from_wandb_runs(runs)`: run-like objects (`wandb.Api().runs(path)` or fakes with
+  `.name`, `.id`, `.state`, `.config` and `.scan_history()` / `.history()`), every logged step;
+* `load_wandb_csv(path)`: the web UI's runs-table CSV export (config columns such as
+  `strategy.name`, summary columns such as `eval/tiny8/mean/avg@k`), final values only.
+
+What wandb does not have stays missing (NaN) rather than guessed: the iteration, `n`, and every
+ledger counter except `ledger_updates`, which equals the step because the ledger's update counter
+is the update the row was written at.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+import pandas as pd
+
+from replaylab.results.frame import (DONE, SPLITS, UNFINISHED, NoRowsError, identity_from_config,
+                                     is_missing, placeholder_row, tidy_frame)
+
+# Columns of the web UI export that describe the run rather than its config or summary.
+UI_NAME, UI_STATE, UI_ID, UI_STEP = ("name",), ("state",), ("id", "run id"), ("_step",)
+
+
+def parse_key(key: str) -> tuple[str, str, str] | None:
+    """`eval/tiny8/add2/avg@k` -> ("eval", "tiny8/add2", "avg@k"); None for keys the mirror did not write."""
+    parts = key.split("/")
+    if len(parts) < 2 or parts[0] not in SPLITS:
+        return None
+    return parts[0], "/".join(parts[1:-1]), parts[-1]
+
+
+def _row(identity: Mapping[str, Any], key: str, value: Any, step: Any, status: str) -> dict | None:
+    parsed = parse_key(key)
+    if parsed is None or is_missing(value) or isinstance(value, (str, dict, list)):
+        return None
+    split, benchmark, metric = parsed
+    update = math.nan if is_missing(step) else int(step)
+    return {**identity, "split": split, "update": update, "iteration": math.nan, "benchmark": benchmark,
+            "metric": metric, "value": float(value), "n": math.nan, "ledger_updates": update, "status": status}
+
+
+def _history(run: Any) -> Iterator[Mapping[str, Any]]:
+    """Every logged step: `scan_history()` when the object has it, because `history()` samples
+    (500 steps by default) and may skip the final evaluation; else `history()` records."""
+    if hasattr(run, "scan_history"):
+        yield from run.scan_history()
+        return
+    hist = run.history(samples=1_000_000, pandas=False)
+    yield from (hist.to_dict("records") if isinstance(hist, pd.DataFrame) else hist)
+
+
+def _status(state: Any) -> str:
+    return DONE if str(state).lower() == "finished" else UNFINISHED
+
+
+def rows_from_wandb_runs(runs: Iterable[Any]) -> pd.DataFrame:
+    """Rows of public-API runs (or run-like objects): identity from `run.config`, values from history."""
+    records = []
+    for run in runs:
+        identity = {"run": run.name, "config_hash": run.id, **identity_from_config(dict(run.config))}
+        status = _status(getattr(run, "state", ""))
+        rows = [r for step in _history(run) for key, value in step.items()
+                if (r := _row(identity, key, value, step.get("_step"), status))]
+        records += rows or [placeholder_row(identity, status)]
+    if not records:
+        raise NoRowsError("wandb: no runs found; no rows found")
+    return tidy_frame(records)
+
+
+def _ui_column(columns: Iterable[str], names: tuple[str, ...]) -> str | None:
+    return next((c for c in columns if c.strip().lower() in names), None)
+
+
+def rows_from_wandb_csv(frame: pd.DataFrame, source: str = "wandb export") -> pd.DataFrame:
+    """Rows of a runs-table export: one row per run, config as dotted columns, summary metrics as
+    `split/benchmark/metric` columns; the update is `_step` when exported (else unknown)."""
+    name, state, id_, step = (_ui_column(frame.columns, n) for n in (UI_NAME, UI_STATE, UI_ID, UI_STEP))
+    if name is None:
+        raise ValueError(f"{source}: no Name column; is this the runs-table CSV export? columns: {list(frame.columns)}")
+    metric_cols = [c for c in frame.columns if parse_key(c)]
+    records = []
+    for _, line in frame.iterrows():
+        config = {k: v for k, v in line.items() if k not in metric_cols and not is_missing(v)}
+        identity = {"run": line[name], "config_hash": line[id_] if id_ else pd.NA, **identity_from_config(config)}
+        for key in ("order", "seed", "max_response_tokens", "prompts_per_iteration", "samples_per_prompt", "resample_period"):
+            if isinstance(identity[key], float) and identity[key].is_integer():
+                identity[key] = int(identity[key])  # CSV columns with a gap read back as floats
+        status = _status(line[state]) if state else DONE
+        rows = [r for c in metric_cols if (r := _row(identity, c, line[c], line[step] if step else None, status))]
+        records += rows or [placeholder_row(identity, status)]
+    if not records:
+        raise NoRowsError(f"{source}: no rows found (the export has no runs)")
+    return tidy_frame(records)
+
+
+def load_wandb_csv(path: str | Path) -> pd.DataFrame:
+    path = Path(path)
+    if not path.exists():
+        raise NoRowsError(f"{path}: no such file; no rows found")
+    return rows_from_wandb_csv(pd.read_csv(path), str(path))
+
+
+def load_wandb_api(project_path: str, filters: dict | None = None) -> pd.DataFrame:
+    """`ENTITY/PROJECT` through `wandb.Api()` (needs network and a login)."""
+    import wandb
+
+    return rows_from_wandb_runs(wandb.Api().runs(project_path, filters=filters))
+
