@@ -22,7 +22,7 @@ BENCHMARKS = ("tiny8/add2", "tiny8/mul2")
 
 def _config(experiment: str, strategy: str, budget: str, max_tokens: int, order: int) -> dict:
     return {
-        "experiment": experiment, "strategy": {"name": strategy}, "order": {"index": order},
+        "experiment": experiment, "strategy": {"name": strategy}, "order": order,
         "trainer": {"kind": "opd", "objective": "opd_full_rkl", "seed": 0, "prompts_per_iteration": 8,
                     "samples_per_prompt": 1, "resample_period": 1},
         "model": {"name_or_path": "tiny://student"}, "teacher": {"name_or_path": "tiny://teacher"},
@@ -34,7 +34,7 @@ def _identity(run: str, config_hash: str, cfg: dict) -> dict:
     t = cfg["trainer"]
     return {"run": run, "config_hash": config_hash, "experiment": cfg["experiment"], "strategy": cfg["strategy"]["name"],
             "trainer": t["kind"], "objective": t["objective"], "model": cfg["model"]["name_or_path"],
-            "teacher": cfg["teacher"]["name_or_path"], "data": cfg["data"]["name"], "order": cfg["order"]["index"],
+            "teacher": cfg["teacher"]["name_or_path"], "data": cfg["data"]["name"], "order": cfg["order"],
             "budget": cfg["budget"]["name"], "max_response_tokens": cfg["budget"]["max_response_tokens"],
             "seed": t["seed"], "prompts_per_iteration": t["prompts_per_iteration"],
             "samples_per_prompt": t["samples_per_prompt"], "resample_period": t["resample_period"]}

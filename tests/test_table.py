@@ -10,7 +10,7 @@ import math
 import pandas as pd
 import pytest
 
-from replaylab.results.frame import DONE, UNFINISHED, NoRowsError, tidy_frame
+from replaylab.results.frame import DONE, UNFINISHED, NoRowsError, identity_from_config, tidy_frame
 from replaylab.results.table import build_table, t_interval, t_quantile, to_latex, to_markdown
 
 T2 = 4.302652729749464  # t_{0.975, 2}
@@ -166,6 +166,13 @@ def test_clear_errors():
         build_table(df, by=["nosuch"])
 
 
+def test_identity_from_config_plain_and_legacy_order():
+    cfg = {"strategy": {"name": "ropd"}, "trainer": {"kind": "grpo"}, "teacher": {"name_or_path": "t"}, "order": 2}
+    ident = identity_from_config(cfg)
+    assert (ident["strategy"], ident["trainer"], ident["order"], ident["teacher"]) == ("ropd", "grpo", 2, "")
+    assert identity_from_config({"order": {"index": 1}})["order"] == 1  # configs from before order was a plain key
+
+
 def test_latex_escapes_and_has_values():
     tex = to_latex(build_table(frame()), "exp")
     assert r"\begin{tabular}" in tex and r"$\pm$" in tex and r"budget = long" in tex
@@ -185,7 +192,7 @@ def write_runs(root, with_empty_run: bool = True):
     if with_empty_run:  # failed before logging anything: only its config
         d = exp / "opd-recent-00000000000000aa"
         d.mkdir()
-        (d / "config.yaml").write_text("experiment: exp\nstrategy: {name: recent}\norder: {index: 0}\n"
+        (d / "config.yaml").write_text("experiment: exp\nstrategy: {name: recent}\norder: 0\n"
                                        "trainer: {kind: opd, objective: opd_full_rkl, seed: 0, prompts_per_iteration: 8,"
                                        " samples_per_prompt: 1, resample_period: 1}\nmodel: {name_or_path: tiny://student}\n"
                                        "teacher: {name_or_path: tiny://teacher}\ndata: {name: tiny_arith}\n"

@@ -23,8 +23,9 @@ from replaylab.results.rows import read_rows
 if TYPE_CHECKING:
     import pandas as pd
 
-# Identity columns of a training run's rows, and the config key each comes from (see train.py).
-IDENTITY_FROM_CONFIG: dict[str, str] = {
+# Identity columns of a training run's rows, and the config key each comes from (see train.py);
+# a tuple lists alternatives, first found wins (`order` was `order.index` in early configs).
+IDENTITY_FROM_CONFIG: dict[str, str | tuple[str, ...]] = {
     "experiment": "experiment",
     "strategy": "strategy.name",
     "trainer": "trainer.kind",
@@ -32,7 +33,7 @@ IDENTITY_FROM_CONFIG: dict[str, str] = {
     "model": "model.name_or_path",
     "teacher": "teacher.name_or_path",
     "data": "data.name",
-    "order": "order.index",
+    "order": ("order", "order.index"),
     "budget": "budget.name",
     "max_response_tokens": "budget.max_response_tokens",
     "seed": "trainer.seed",
@@ -67,7 +68,10 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def identity_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """The rows' identity columns from a resolved config (nested or already flattened)."""
     flat = flatten(config)
-    ident = {col: flat.get(key) for col, key in IDENTITY_FROM_CONFIG.items()}
+    ident = {}
+    for col, keys in IDENTITY_FROM_CONFIG.items():
+        found = [flat[k] for k in ((keys,) if isinstance(keys, str) else keys) if k in flat]
+        ident[col] = found[0] if found else None
     if ident["trainer"] is not None and ident["trainer"] != "opd":
         ident["teacher"] = ""  # train.py records a teacher only for OPD runs
     return ident

@@ -1,0 +1,142 @@
+"""`ServerTeacher`: teacher log-probs of student responses from a vLLM OpenAI-compatible server.
+
+A big teacher (Qwen3-8B, 30B-A3B) runs as its own `vllm serve` process, on its own GPUs, shared by
+any number of trainer ranks; this client only sends token ids and reads log-probs back. It uses the
+completions endpoint with vLLM's `prompt_logprobs` extra parameter:
+
+    POST {server_url}/completions
+    {"model": ..., "prompt": [[prompt ids + response ids], ...], "max_tokens": 1,
+     "prompt_logprobs": 0, "temperature": 1.0}
+
+`prompt_logprobs=0` returns, for every prompt position, the log-prob of the token actually there
+(plus none of the top alternatives), keyed by token id: `choices[i].prompt_logprobs[j] ==
+{"<id_j>": {"logprob": ..., "rank": ..., "decoded_token": ...}}`, `None` at position 0. These are
+log-softmax of the raw logits at temperature 1 whatever the server's `logprobs_mode` (vLLM's docs:
+prompt tokens do not go through the sampling processors), i.e. exactly what `LocalTeacher` computes.
+`max_tokens=1` (one throwaway sampled token) rather than 0: vLLM only accepts 0 together with
+`echo=true`, which would also make the server detokenize and return the whole prompt text.
+Token ids go in as ids (a list of ints is a valid `prompt`), so no tokenizer round trip can shift
+positions. Only the standard library is used (urllib, json, a thread pool).
+
+The exact full-vocabulary reverse KL (`trainer.objective=opd_full_rkl`) cannot be computed from a
+server (it would need V log-probs per token): `provides_full` is False, and `build.py` refuses that
+combination up front.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+from replaylab.teacher.base import unscored
+from replaylab.types import Sample
+
+
+class TeacherServerError(RuntimeError):
+    """The teacher server could not be reached or answered something unusable."""
+
+
+class ServerTeacher:
+    provides_full = False
+
+    def __init__(self, url: str, model_name: str, micro_batch: int = 256, concurrency: int = 4,
+                 timeout_s: float = 600.0, retries: int = 3, api_key: str | None = None):
+        """`url`: the server's OpenAI base URL, e.g. http://host:8000/v1 (a URL without /v1 gets it
+        appended). `model_name`: the served model name (`vllm serve NAME` or --served-model-name).
+        `micro_batch`: sequences per request; `concurrency`: requests in flight (the server batches
+        them together); failed requests are retried `retries` times with backoff."""
+        if not url:
+            raise ValueError("ServerTeacher needs the server URL (teacher.server_url), e.g. http://host:8000/v1")
+        url = url.rstrip("/")
+        self.base_url = url if url.endswith("/v1") else url + "/v1"
+        self.model_name = model_name
+        self.micro_batch = micro_batch
+        self.concurrency = max(1, concurrency)
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.api_key = api_key
+        self.tokens_scored = 0
+        self.requests_sent = 0
+
+    # ------------------------------------------------------------------ protocol
+    def score(self, samples: list[Sample], full: bool = False) -> None:
+        if full:
+            raise ValueError("ServerTeacher cannot return full-vocabulary log-probs (the exact reverse KL needs them); "
+                             "use trainer.objective=opd_sampled with teacher.kind=server, or a local teacher")
+        todo = unscored(samples, full=False)
+        if not todo:
+            return
+        chunks = [todo[i : i + self.micro_batch] for i in range(0, len(todo), self.micro_batch)]
+        if self.concurrency == 1 or len(chunks) == 1:
+            results = [self._score_chunk(c) for c in chunks]
+        else:
+            with ThreadPoolExecutor(self.concurrency) as pool:
+                results = list(pool.map(self._score_chunk, chunks))
+        for chunk, logps in zip(chunks, results):
+            for s, logp in zip(chunk, logps):
+                s.teacher_logprobs = logp
+                self.tokens_scored += s.num_tokens
+
+    # ------------------------------------------------------------------ requests
+    def _score_chunk(self, chunk: list[Sample]) -> list[torch.Tensor]:
+        sequences = [list(s.prompt.token_ids) + s.response_ids.tolist() for s in chunk]
+        body = {"model": self.model_name, "prompt": sequences, "max_tokens": 1, "prompt_logprobs": 0,
+                "temperature": 1.0, "n": 1}
+        reply = self._post("/completions", body)
+        choices = reply.get("choices")
+        if not isinstance(choices, list) or len(choices) != len(chunk):
+            raise TeacherServerError(f"{self.base_url}/completions returned {len(choices) if isinstance(choices, list) else 'no'} "
+                                     f"choices for {len(chunk)} prompts: {str(reply)[:300]}")
+        out: list[torch.Tensor | None] = [None] * len(chunk)
+        for pos, choice in enumerate(sorted(choices, key=lambda c: c.get("index", 0))):
+            i = choice.get("index", pos)
+            out[i] = self._response_logprobs(choice.get("prompt_logprobs"), sequences[i], len(chunk[i].prompt.token_ids))
+        return out  # type: ignore[return-value]
+
+    def _response_logprobs(self, entries, ids: list[int], prompt_len: int) -> torch.Tensor:
+        if not isinstance(entries, list) or len(entries) != len(ids):
+            raise TeacherServerError(
+                f"expected prompt_logprobs for {len(ids)} tokens, got {type(entries).__name__}"
+                f"{'' if not isinstance(entries, list) else f' of {len(entries)}'}; is {self.base_url} a vLLM server "
+                "(prompt_logprobs is a vLLM extension of the completions API)?")
+        values = []
+        for j in range(prompt_len, len(ids)):
+            entry = entries[j] or {}
+            item = entry.get(str(ids[j]))
+            if item is None:
+                raise TeacherServerError(f"prompt_logprobs at position {j} lacks the token {ids[j]} (got keys "
+                                         f"{list(entry)[:5]}); does the server use the student's tokenizer?")
+            lp = item["logprob"] if isinstance(item, dict) else float(item)
+            values.append(-math.inf if lp is None else float(lp))
+        return torch.tensor(values, dtype=torch.float32)
+
+    def _post(self, path: str, body: dict) -> dict:
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        url = self.base_url + path
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            req = urllib.request.Request(url, data=data, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                    self.requests_sent += 1
+                    return json.loads(resp.read())
+            except urllib.error.HTTPError as e:
+                detail = e.read().decode(errors="replace")[:500]
+                if e.code < 500:  # a bad request will not get better by retrying
+                    raise TeacherServerError(f"teacher server {url} rejected the request (HTTP {e.code}): {detail}") from e
+                last = TeacherServerError(f"teacher server {url} failed (HTTP {e.code}): {detail}")
+            except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+                last = e
+            if attempt < self.retries:
+                time.sleep(min(30.0, 0.5 * 2 ** attempt))
+        raise TeacherServerError(f"teacher server {url} unreachable after {self.retries + 1} attempts: {last}. "
+                                 f"Start it with `vllm serve {self.model_name}` and check teacher.server_url") from last
