@@ -8,9 +8,10 @@ EXTRAS ?= dev
 TRAIN := $(PY) -m replaylab.train
 SWEEP := $(TRAIN) -m
 
-.PHONY: install run test tiny lint bench clean \
-        tiny-table-ropd tiny-table-prompt-replay tiny-table-repo tiny-table-popo tiny-table-rlep tiny-table-budget-axes \
-        table-ropd table-prompt-replay table-repo table-popo table-rlep table-budget-axes notebooks
+# The table targets are pattern rules (make skips implicit rules for .PHONY targets, so they are not
+# listed there): tiny-table-ropd, tiny-table-prompt-replay, tiny-table-repo, tiny-table-popo,
+# tiny-table-rlep, tiny-table-budget-axes, and the same without `tiny-` at full scale.
+.PHONY: install run test tiny bench clean notebooks tiny-table-budget-axes table-budget-axes
 
 install: $(VENV)/.installed
 
@@ -38,7 +39,17 @@ bench: install
 notebooks: install
 	$(PY) analysis/run_notebooks.py runs/tiny_ropd
 
+AXES_TABLE := --by strategy,prompts_per_iteration,samples_per_prompt,resample_period --columns metric
+
 # --- paper tables on the tiny world (CPU) -------------------------------------------------------
+tiny-table-budget-axes: install  ## queries per iteration x resampling period, current vs initial
+	$(SWEEP) +experiment=tiny_budget_axes
+	$(VENV)/bin/replaylab table runs/tiny_budget_axes $(AXES_TABLE)
+
+table-budget-axes: install
+	$(SWEEP) +experiment=budget_axes $(ARGS)
+	$(VENV)/bin/replaylab table runs/budget_axes $(AXES_TABLE)
+
 tiny-table-%: install
 	$(SWEEP) +experiment=tiny_$(subst -,_,$*)
 	$(VENV)/bin/replaylab table runs/tiny_$(subst -,_,$*)

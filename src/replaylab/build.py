@@ -49,6 +49,10 @@ def build_teacher(cfg: Config, device: torch.device, tokenizer):
     if t.kind == "none":
         raise ValueError("teacher.kind=none but trainer.kind=opd needs a teacher (pick teacher=tiny_teacher or another)")
     if t.kind == "server":
+        if cfg.trainer.objective == "opd_full_rkl":
+            raise ValueError("trainer.objective=opd_full_rkl needs the teacher's full-vocabulary log-probs, which a "
+                             "vLLM server does not return (only the sampled tokens' prompt log-probs): use "
+                             "trainer=opd_sampled (trainer.objective=opd_sampled) with teacher.kind=server, or a local teacher")
         from replaylab.teacher.server import ServerTeacher
 
         return ServerTeacher(t.server_url, t.name_or_path, micro_batch=t.micro_batch)

@@ -38,7 +38,7 @@ def train(cfg: DictConfig) -> dict:
     comp = build_components(obj)
     identity = {
         "run": path.name, "config_hash": config_hash(cfg), "experiment": obj.experiment,
-        "strategy": obj.strategy.name, "trainer": obj.trainer.kind, "objective": obj.trainer.objective,
+        "strategy": obj.strategy.label or obj.strategy.name, "trainer": obj.trainer.kind, "objective": obj.trainer.objective,
         "model": obj.model.name_or_path, "teacher": obj.teacher.name_or_path if obj.trainer.kind == "opd" else "",
         "data": obj.data.name, "order": obj.order, "budget": obj.budget.name,
         "max_response_tokens": obj.budget.max_response_tokens, "seed": obj.trainer.seed,

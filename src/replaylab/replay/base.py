@@ -34,6 +34,7 @@ class StrategyConfig:
     """Fields every strategy has."""
 
     name: str = knob("current", "registry name of the strategy")
+    label: str = knob("", "name shown in result rows and tables (default: name); presets of one strategy set it, e.g. repo-recent")
 
 
 class PromptStream:

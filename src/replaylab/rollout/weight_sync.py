@@ -15,7 +15,8 @@ Two halves (SCALE_FACTS §4 for how verl, TRL and prime-rl do the same):
   vLLM's newer native weight-transfer API (`WeightTransferConfig`, NCCL/IPC engines) changed shape
   twice between 0.16 and 0.29 (SCALE_FACTS §4), which is why this path sticks to the two calls that
   have been stable since early 2025: `collective_rpc` with a callable and `load_weights`.
-  Tested only in the gpu-marked tests/test_vllm_gpu.py.
+  Against real vLLM it is tested only in the gpu-marked tests/test_vllm_gpu.py (the glue also
+  against a fake engine on CPU).
 """
 
 from __future__ import annotations
