@@ -14,7 +14,6 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from replaylab.evaluation.benchmarks import Benchmark, BenchmarkItem, get_benchmarks
 from replaylab.evaluation.runner import evaluate_benchmarks, render_question
 from replaylab.evaluation.summary import METRICS
-from replaylab.models.sft import render_prompt
 from replaylab.models.tiny_tokenizer import build_tiny_tokenizer
 from replaylab.rollout.base import SamplingParams
 from replaylab.rollout.hf import HFGenerator
@@ -124,7 +123,7 @@ def test_half_right_scores_exactly_half(tok):
     assert (sent.n, sent.temperature, sent.max_new_tokens, seed) == (3, 1.0, 32, 5)
     first = benches[0].items[0]
     assert prompts[0].uid == first.id and prompts[0].answer == first.answer
-    assert prompts[0].text == render_prompt(tok, first.question)
+    assert prompts[0].text == f"<|im_start|>user\n{first.question}<|im_end|>\n<|im_start|>assistant\n"
     assert list(prompts[0].token_ids) == tok(prompts[0].text, add_special_tokens=False)["input_ids"]
 
 

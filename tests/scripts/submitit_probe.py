@@ -36,7 +36,8 @@ def main(cfg: DictConfig) -> dict:
     info = D.init_from_env("cpu", timeout_s=60)
     record = {
         "global_rank": job.global_rank, "local_rank": job.local_rank, "num_tasks": job.num_tasks,
-        "job_id": job.job_id, "env": {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")},
+        "job_id": job.job_id,
+        "env": {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")},
         "dist_rank": info.rank, "dist_world": info.world_size, "backend": info.backend,
         "rank_sum": D.all_reduce_sum(float(info.rank + 1)), "order": cfg.order,
     }

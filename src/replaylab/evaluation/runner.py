@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from replaylab.evaluation.benchmarks import Benchmark
 from replaylab.evaluation.summary import summarize
 from replaylab.rollout.base import Generator, SamplingParams
+from replaylab.tasks.datasets import render_prompts
+from replaylab.tasks.prompts import render_question  # noqa: F401  (re-exported for callers)
 from replaylab.types import Prompt
 
 if TYPE_CHECKING:
@@ -30,19 +32,6 @@ class GradeResultLike(Protocol):
 GradeFn = Callable[[Sequence[tuple[str, str]]], Sequence[GradeResultLike]]
 
 
-def render_question(
-    tokenizer: PreTrainedTokenizerBase, question: str, instruction: str, enable_thinking: bool
-) -> str:
-    """The rendered prompt text; identical to `models.sft.render_prompt` when thinking is off."""
-    content = f"{question}\n{instruction}".strip() if instruction else question
-    return tokenizer.apply_chat_template(
-        [{"role": "user", "content": content}],
-        tokenize=False,
-        add_generation_prompt=True,
-        enable_thinking=enable_thinking,
-    )
-
-
 def build_prompts(
     tokenizer: PreTrainedTokenizerBase,
     benchmark: Benchmark,
@@ -52,9 +41,8 @@ def build_prompts(
 ) -> list[Prompt]:
     """One `Prompt` per item (uid = item id), the first `max_problems` items if given."""
     items = benchmark.items if max_problems is None else benchmark.items[:max_problems]
-    texts = [render_question(tokenizer, it.question, instruction, enable_thinking) for it in items]
-    ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
-    return [Prompt(it.id, text, tuple(t), it.answer) for it, text, t in zip(items, texts, ids)]
+    rows = [{"id": it.id, "problem": it.question, "answer": it.answer} for it in items]
+    return render_prompts(rows, tokenizer, instruction, enable_thinking)
 
 
 def samples_for(benchmark: Benchmark, params: SamplingParams, samples_per_problem: int | None) -> int:

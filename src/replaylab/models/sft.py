@@ -15,6 +15,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from replaylab.tasks.arithmetic import Problem
+from replaylab.tasks.prompts import render_question
 
 
 @dataclass(frozen=True)
@@ -28,21 +29,13 @@ class SFTSchedule:
     grad_clip: float = 1.0
 
 
-def render_prompt(tokenizer: PreTrainedTokenizerBase, question: str, instruction: str = "") -> str:
-    """The prompt text a model sees for `question`, through its own chat template."""
-    content = f"{question}\n{instruction}".strip() if instruction else question
-    return tokenizer.apply_chat_template(
-        [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True, enable_thinking=False
-    )
-
-
 def collate_sft(
     tokenizer: PreTrainedTokenizerBase, problems: list[Problem]
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-padded (input_ids, attention_mask, labels) with labels only on the solution + EOS."""
     seqs, labels = [], []
     for p in problems:
-        prompt = tokenizer(render_prompt(tokenizer, p.question), add_special_tokens=False)["input_ids"]
+        prompt = tokenizer(render_question(tokenizer, p.question), add_special_tokens=False)["input_ids"]
         target = tokenizer(p.solution, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         seqs.append(prompt + target)
         labels.append([-100] * len(prompt) + target)

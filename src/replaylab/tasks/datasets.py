@@ -11,6 +11,7 @@ import random
 
 from transformers import PreTrainedTokenizerBase
 
+from replaylab.tasks.prompts import render_question
 from replaylab.types import Prompt
 
 
@@ -27,10 +28,8 @@ def training_rows(name: str, size: int, seed: int, data_root: str | None) -> lis
 
 def render_prompts(rows: list[dict[str, str]], tokenizer: PreTrainedTokenizerBase, instruction: str,
                    enable_thinking: bool) -> list[Prompt]:
-    from replaylab.evaluation.runner import render_question
-
     texts = [render_question(tokenizer, r["problem"], instruction, enable_thinking) for r in rows]
-    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
     return [Prompt(r["id"], t, tuple(i), r["answer"]) for r, t, i in zip(rows, texts, ids)]
 
 

@@ -91,8 +91,9 @@ class ServerTeacher:
         reply = self._post("/completions", body)
         choices = reply.get("choices")
         if not isinstance(choices, list) or len(choices) != len(chunk):
-            raise TeacherServerError(f"{self.base_url}/completions returned {len(choices) if isinstance(choices, list) else 'no'} "
-                                     f"choices for {len(chunk)} prompts: {str(reply)[:300]}")
+            got = len(choices) if isinstance(choices, list) else "no"
+            raise TeacherServerError(f"{self.base_url}/completions returned {got} choices for {len(chunk)} prompts: "
+                                     f"{str(reply)[:300]}")
         out: list[torch.Tensor | None] = [None] * len(chunk)
         for pos, choice in enumerate(sorted(choices, key=lambda c: c.get("index", 0))):
             i = choice.get("index", pos)
