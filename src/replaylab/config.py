@@ -200,16 +200,16 @@ class WandbConfig:
 class Config:
     """A replaylab run. Its resolved form, hashed, names the run directory."""
 
-    trainer: TrainerConfig = MISSING
-    strategy: Any = MISSING  # a strategy's own dataclass (replaylab.replay.*)
-    model: ModelConfig = MISSING
-    teacher: TeacherConfig = MISSING
-    data: DataConfig = MISSING
-    budget: BudgetConfig = MISSING
-    eval: EvalConfig = MISSING
-    rollout: RolloutConfig = MISSING
-    tiny: TinyWorldConfig = field(default_factory=TinyWorldConfig)
-    wandb: WandbConfig = field(default_factory=WandbConfig)
+    trainer: TrainerConfig = knob(MISSING, "group trainer: objective, optimizer, batch shape, cadences (opd | opd_sampled | grpo)")
+    strategy: Any = knob(MISSING, "group strategy: the replay strategy and its own fields (replaylab.replay.*)")
+    model: ModelConfig = knob(MISSING, "group model: the policy (student)")
+    teacher: TeacherConfig = knob(MISSING, "group teacher: the frozen OPD teacher")
+    data: DataConfig = knob(MISSING, "group data: the training prompts")
+    budget: BudgetConfig = knob(MISSING, "group budget: response budget and run budgets (updates, trajectories)")
+    eval: EvalConfig = knob(MISSING, "group eval: benchmark suite and decoding for evaluation")
+    rollout: RolloutConfig = knob(MISSING, "group rollout: engine and decoding of training rollouts")
+    tiny: TinyWorldConfig = field(default_factory=TinyWorldConfig, metadata={"help": "how the tiny world is built (its hash names the cache entry)"})
+    wandb: WandbConfig = field(default_factory=WandbConfig, metadata={"help": "the wandb mirror of the result rows"})
     order: int = knob(0, "data order: index of a reproducible permutation of the training prompts (-1 = file order); "
                          "a plain key rather than a group so that `order=0,1,2` sweeps work (Hydra group options cannot be numbers)")
     experiment: str = knob("default", "experiment name: groups runs in results and tables")

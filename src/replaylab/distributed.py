@@ -14,8 +14,10 @@ The split of work is deliberately narrow (docs/scale_out.md, "How a step is spli
   therefore taken from the synchronised gradient (`GradientGroups`, `grad_norm`) and are the same
   whatever the world size.
 * Generation never runs through the sharded model: `unwrapped_generation_copy` gathers the full
-  weights into a plain transformers model on every rank (or the caller uses a vLLM engine), so ranks
-  that generate different numbers of tokens can never deadlock on FSDP all-gathers.
+  weights into a plain transformers model on every rank (`GatheredGenerator` does it lazily for
+  HFGenerator; a vLLM engine gets them via `rollout.weight_sync`), so ranks that generate different
+  numbers of tokens can never deadlock on FSDP all-gathers. No-grad passes that must go through the
+  wrapped model (proximal log-probs) use `sharded_map`, which keeps every rank's forwards in step.
 
 Every helper is a no-op (or the obvious single-process equivalent) when torch.distributed is not
 initialised, so the single-process trainer can call them unconditionally. Facts behind the choices
@@ -198,6 +200,28 @@ def all_gather_objects(items: list) -> list:
     parts: list = [None] * world_size()
     dist.all_gather_object(parts, list(items))
     return [x for part in parts for x in part]
+
+
+def sharded_map(fn, items: Sequence, chunk_size: int) -> list:
+    """`fn(chunk) -> list` over this rank's contiguous shard of `items`, in chunks of `chunk_size`;
+    the results, in the original order, on every rank.
+
+    Every rank makes the same number of `fn` calls: a rank with fewer chunks repeats a one-item
+    dummy chunk and drops its result. So `fn` may run collectives, e.g. a no-grad forward through
+    an FSDP2 model (proximal log-probs), which would deadlock if ranks ran different numbers of
+    forwards. All ranks must call it with the same `items`."""
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    mine = shard(items)
+    chunks = [mine[i : i + chunk_size] for i in range(0, len(mine), chunk_size)]
+    calls = int(all_reduce_max(float(len(chunks))))
+    out: list = []
+    for k in range(calls):
+        if k < len(chunks):
+            out.extend(fn(chunks[k]))
+        else:
+            fn(list(items[:1]))  # keeps the collectives of fn in step with the other ranks
+    return all_gather_objects(out)
 
 
 def broadcast_object(obj: Any, src: int = 0) -> Any:
@@ -528,3 +552,42 @@ def unwrapped_generation_copy(model: nn.Module, target: nn.Module | None = None)
             if name in own:
                 own[name].copy_(buf)
     return target.eval().requires_grad_(False)
+
+
+class GatheredGenerator:
+    """Wraps an `HFGenerator` for a DDP/FSDP2 policy: it samples from
+    `unwrapped_generation_copy(policy)`, refreshed lazily. `sync_weights` only records the model and
+    version; the gather happens at the next `generate` (or `model_for_scoring`), so the several
+    updates of one iteration cost one gather. Under FSDP2 that gather is a collective: all ranks
+    must call `generate` together (with their shard of the prompts, possibly none), as they do in
+    the trainer loop. For DDP the copy is the unwrapped module itself (no gather, no extra memory).
+    Any other attribute is the wrapped generator's."""
+
+    def __init__(self, inner, policy: nn.Module):
+        self.inner = inner
+        self._copy: nn.Module | None = None
+        self._pending: nn.Module | None = policy
+
+    @property
+    def policy_version(self) -> int:
+        return self.inner.policy_version
+
+    def __getattr__(self, name: str):  # tokens_generated, micro_batch, tokenizer, ...
+        return getattr(self.__dict__["inner"], name)
+
+    def sync_weights(self, model: nn.Module, version: int) -> None:
+        self._pending = model
+        self.inner.policy_version = version
+
+    def model_for_scoring(self) -> nn.Module:
+        """The plain model holding the latest synced weights (e.g. for proximal log-probs, whose
+        forward then has no collectives). Collective under FSDP2 when weights are pending."""
+        if self._pending is not None:
+            self._copy = unwrapped_generation_copy(self._pending, self._copy)
+            self._pending = None
+            self.inner.sync_weights(self._copy, self.inner.policy_version)
+        return self._copy
+
+    def generate(self, prompts: list, params, seed: int, source: str = "fresh") -> list:
+        self.model_for_scoring()
+        return self.inner.generate(prompts, params, seed, source) if prompts else []

@@ -9,7 +9,9 @@ each rank takes its contiguous slice of every group (`shard`), weights its token
 share of the global minibatch (times `grad_sync_scale`), and reads the group's gradient off the
 synchronised `.grad` (`GradientGroups`). The test compares weights, losses and per-group gradient
 norms with the single-process run. The script also exercises, on every rank: the generation copy
-(ranks generate different lengths: no deadlock), `iter_full_tensors` vs `full_state_dict`,
+(ranks generate different lengths: no deadlock), `GatheredGenerator` sampling sharded
+prompts (one rank with none), `sharded_map` scoring through the wrapped model, `iter_full_tensors`
+vs `full_state_dict`,
 `save_sharded` at step --save-at and `load_sharded` into a fresh model (resumed == continuous).
 Results go to DIR (rank 0 writes).
 """
@@ -30,10 +32,16 @@ torch.set_num_threads(1)
 from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
 from replaylab import distributed as D  # noqa: E402
+from replaylab.batching import score_logprobs  # noqa: E402
+from replaylab.models.tiny_tokenizer import build_tiny_tokenizer  # noqa: E402
+from replaylab.rollout.base import SamplingParams  # noqa: E402
+from replaylab.rollout.hf import HFGenerator  # noqa: E402
 from replaylab.rollout.weight_sync import iter_full_tensors  # noqa: E402
+from replaylab.types import Prompt  # noqa: E402
 
 VOCAB, ROWS, WIDTH, GROUPS = 128, 8, 12, 2
 PROMPT = [5, 17, 33, 2, 9]
+PROMPTS = [Prompt(f"p{i}", "", tuple(PROMPT[: 2 + i]), "0") for i in range(5)]
 
 
 def build_model() -> Qwen3ForCausalLM:
@@ -136,6 +144,23 @@ def main() -> None:
     mine = greedy(gen_copy, PROMPT[: 3 + D.rank()], 4 + 5 * D.rank())
     result["gen_final"] = greedy(gen_copy, PROMPT, 8)
     result["gen_lengths"] = D.all_gather_objects([len(mine)])
+    # The trainer's rollout path: GatheredGenerator over HFGenerator, each rank sampling its shard
+    # of the prompts (rank 0's shard of one prompt is empty), gathered; then the policy's log-probs of
+    # those samples through the wrapped model itself with sharded_map (FSDP2 forwards kept in step).
+    tok = build_tiny_tokenizer()
+    gen = D.GatheredGenerator(HFGenerator(None, tok), model)
+    gen.sync_weights(model, args.steps)
+    params = SamplingParams(max_new_tokens=6, temperature=1.0, n=2)
+    one = D.all_gather_objects(gen.generate(D.shard(PROMPTS[:1]), params, seed=7))
+    result["gen_sampled"] = [s.response_ids.tolist() for s in one[0]]
+    five = D.all_gather_objects(gen.generate(D.shard(PROMPTS), params, seed=8))
+    samples = [s for g in five for s in g]
+    result["gen5_groups"] = [len(g) for g in five]
+    model.eval()
+    scored = D.sharded_map(lambda c: [lp for lp, _ in score_logprobs(model, c, tok.pad_token_id, 64)], samples, 2)
+    model.train()
+    result["sharded_score_max_diff"] = max(float((a - s.behaviour_logprobs).abs().max()) for a, s in zip(scored, samples))
+    result["policy_version"] = gen.policy_version
     # Streaming full tensors (every rank) == rank 0's gathered full state dict.
     streamed = {k: v.clone() for k, v in iter_full_tensors(model)}
     full = D.full_state_dict(model)
