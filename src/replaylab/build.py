@@ -33,13 +33,19 @@ def load_policy(cfg: Config, device: torch.device):
 
 
 def build_generator(cfg: Config, model, tokenizer):
+    """The rollout engine. A DDP/FSDP2 policy samples through a plain gathered copy (never the
+    sharded module), so ranks that generate different lengths cannot deadlock."""
     if cfg.rollout.engine == "vllm":
         from replaylab.rollout.vllm import VLLMGenerator  # GPU-only optional extra
 
         return VLLMGenerator.from_config(cfg, model, tokenizer)
+    from replaylab import distributed as D
     from replaylab.rollout.hf import HFGenerator
 
-    return HFGenerator(model, tokenizer, micro_batch=cfg.rollout.micro_batch)
+    if cfg.trainer.distributed == "none":
+        return HFGenerator(model, tokenizer, micro_batch=cfg.rollout.micro_batch)
+    inner = HFGenerator(None if D.is_fsdp(model) else D.unwrap(model), tokenizer, micro_batch=cfg.rollout.micro_batch)
+    return D.GatheredGenerator(inner, model)
 
 
 def build_teacher(cfg: Config, device: torch.device, tokenizer):
@@ -102,25 +108,38 @@ def build_evaluate(cfg: Config, generator, tokenizer, grader):
 
 
 def build_components(cfg: Config) -> Components:
+    from replaylab import distributed as D
+
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
-    device = pick_device(cfg.trainer.device)
+    info = D.init_from_env(cfg.trainer.device)
+    if cfg.trainer.distributed != "none" and info.world_size == 1:
+        raise ValueError(f"trainer.distributed={cfg.trainer.distributed} needs several processes: launch with "
+                         "torchrun --nproc_per_node=N -m replaylab.train ... (or launcher=slurm with tasks_per_node=N)")
+    device = info.device if info.world_size > 1 else pick_device(cfg.trainer.device)
     strategy = build_strategy(cfg.strategy)
     if cfg.trainer.kind not in strategy.trainers:
         raise ValueError(f"strategy {cfg.strategy.name!r} works with trainer kinds {list(strategy.trainers)}, "
                          f"not trainer.kind={cfg.trainer.kind!r}")
     policy, tokenizer = load_policy(cfg, device)
+    # Frozen copies (KL reference, initial policy) are taken before the policy is wrapped.
+    ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.trainer.kind == "grpo" and cfg.trainer.kl_coef > 0 else None
+    initial = copy.deepcopy(policy).eval().requires_grad_(False) if strategy.needs_initial_policy else None
+    if cfg.trainer.distributed != "none":
+        policy = D.wrap_model(policy, cfg.trainer.distributed, device)
     generator = build_generator(cfg, policy, tokenizer)
     teacher = build_teacher(cfg, device, tokenizer)
     grader = build_grader(cfg)
     rows = training_rows(cfg.data.name, cfg.data.size, cfg.data.seed, cfg.data.data_root)
     prompts = render_prompts(rows, tokenizer, cfg.data.instruction, cfg.data.enable_thinking)
     stream = PromptStream(prompts, data_order(len(prompts), cfg.order))
-    ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.trainer.kind == "grpo" and cfg.trainer.kl_coef > 0 else None
     evaluate = build_evaluate(cfg, generator, tokenizer, grader)
+    # The initial policy samples through a plain HF generator even when rollouts use vLLM: a second
+    # colocated engine would need its own GPU memory budget. On resume the policy is loaded from its
+    # initial weights before the checkpoint overwrites it, so this copy is the same either way.
     initial_generator = None
-    if strategy.needs_initial_policy:
-        # A frozen copy taken before any update; on resume the policy is loaded from its initial
-        # weights first and overwritten from the checkpoint only later, so the copy is the same.
-        initial_generator = build_generator(cfg, copy.deepcopy(policy).eval().requires_grad_(False), tokenizer)
+    if initial is not None:
+        from replaylab.rollout.hf import HFGenerator
+
+        initial_generator = HFGenerator(initial, tokenizer, micro_batch=cfg.rollout.micro_batch)
     return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref, initial_generator)

@@ -4,6 +4,7 @@
     replaylab tiny                                   build (or find) the tiny world and report it
     replaylab table EXPERIMENT_DIR                   the comparison table of a sweep
     replaylab config-help [GROUP]                    every config field with its help text
+    replaylab export RUN_DIR OUT_DIR                 a run's latest checkpoint as a transformers directory
 
 Training and evaluation are `python -m replaylab.train` and `python -m replaylab.evaluate`.
 """
@@ -29,6 +30,31 @@ def cmd_tiny(args: argparse.Namespace) -> int:
     for role in ("teacher", "student"):
         acc = report.get(f"{role}_tiny8", {})
         print(f"  {role}: " + "  ".join(f"{k}={v:.2f}" for k, v in acc.items()))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a run's latest checkpoint (single-process .pt or sharded DCP directory) as a plain
+    `save_pretrained` directory: `python -m replaylab.evaluate model.name_or_path=OUT_DIR` loads it."""
+    from pathlib import Path
+
+    import yaml
+
+    from replaylab.models.loading import resolve_path
+    from replaylab.models.tiny_spec import TinyModelSize, TinyWorldConfig
+    from replaylab.runs import export_checkpoint, latest_checkpoint
+
+    run = Path(args.run_dir)
+    target = latest_checkpoint(run)
+    if target is None:
+        print(f"{run}: no checkpoint (expected {run / 'checkpoints' / 'latest'})", file=sys.stderr)
+        return 2
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    tiny = dict(cfg.get("tiny", {}))
+    tiny_cfg = TinyWorldConfig(**{**tiny, "teacher": TinyModelSize(**tiny.get("teacher", {}))}) if tiny else None
+    base = resolve_path(cfg["model"]["name_or_path"], tiny_cfg, progress=False)
+    out = export_checkpoint(target, Path(args.out_dir), base)
+    print(f"exported {target} -> {out}")
     return 0
 
 
@@ -78,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     ch = sub.add_parser("config-help", help="list config fields with their help texts")
     ch.add_argument("group", nargs="?")
     ch.set_defaults(func=cmd_config_help)
+    ex = sub.add_parser("export", help="a run's latest checkpoint as a transformers (save_pretrained) directory")
+    ex.add_argument("run_dir")
+    ex.add_argument("out_dir")
+    ex.set_defaults(func=cmd_export)
     try:
         from replaylab.results import table
 

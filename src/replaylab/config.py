@@ -133,6 +133,7 @@ class TrainerConfig:
     keep_checkpoints: int = knob(1, "checkpoints kept on disk (the last N)")
     seed: int = knob(0, "seed of sampling, minibatch order and strategy randomness")
     device: str = knob("auto", "auto | cpu | cuda")
+    distributed: str = knob("none", "none | ddp | fsdp2: how the policy is wrapped under torchrun / submitit tasks (each rank takes its slice of every batch)")
     threads: int = knob(0, "torch CPU threads (0 = torch default)")
 
     def __post_init__(self) -> None:
@@ -141,6 +142,7 @@ class TrainerConfig:
         check_choice(self.aggregation, p + "aggregation", ["grpo", "dapo", "dr_grpo"])
         check_choice(self.advantage, p + "advantage", ["zscore", "center"])
         check_choice(self.device, p + "device", ["auto", "cpu", "cuda"])
+        check_choice(self.distributed, p + "distributed", ["none", "ddp", "fsdp2"])
         check(self.lr > 0, p + "lr", f"must be positive, got {self.lr}")
         check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), p + "betas", f"need two values in [0, 1), got {self.betas}")
         for key in ("prompts_per_iteration", "samples_per_prompt", "minibatches", "resample_period", "stat_groups"):

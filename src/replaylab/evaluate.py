@@ -27,10 +27,14 @@ def load_checkpoint_into(model, checkpoint: str) -> int:
     from replaylab.runs import latest_checkpoint, load_checkpoint
 
     path = Path(checkpoint)
-    target = latest_checkpoint(path) if path.is_dir() else path
+    target = latest_checkpoint(path) if (path / "checkpoints").is_dir() else path
     if target is None or not target.exists():
         raise FileNotFoundError(f"eval.checkpoint={checkpoint!r}: no checkpoint found (expected a run directory "
-                                "with checkpoints/latest, or a checkpoint .pt file)")
+                                "with checkpoints/latest, or a checkpoint .pt file or sharded directory)")
+    if target.is_dir():  # sharded (torchrun) checkpoint: DCP loads it into a plain model in one process
+        from replaylab.distributed import load_sharded
+
+        return int(load_sharded(model, None, target)["update"])
     state = load_checkpoint(target)
     model.load_state_dict(state["policy"])
     return int(state["update"])

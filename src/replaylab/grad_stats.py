@@ -1,4 +1,4 @@
-"""Gradient statistics for strategies: per-group gradient norms and a fixed random sketch.
+"""Gradient sketches for strategies (norms: `distributed.grad_norm`): a fixed random projection.
 
 The sketch is a count sketch of the flattened gradient: coordinate i goes to bucket h(i) with sign
 s(i), both drawn once from a seeded generator per parameter, so sketches of different updates are
@@ -31,8 +31,3 @@ class CountSketch:
             signs = torch.randint(0, 2, (g.numel(),), generator=gen, device=g.device).float() * 2 - 1
             out.index_add_(0, buckets, g.detach().reshape(-1).float() * signs)
         return (out if out is not None else torch.zeros(self.dim)).cpu()
-
-
-def global_norm(grads: list[torch.Tensor | None]) -> float:
-    norms = [g.detach().float().norm() for g in grads if g is not None]
-    return float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0

@@ -69,10 +69,21 @@ def save_checkpoint(path: Path, update: int, state: dict, keep: int) -> Path:
     tmp = target.with_suffix(".pt.tmp")
     torch.save(state, tmp)
     os.replace(tmp, target)
-    _atomic_write(ckpt_root / "latest", target.name.encode())
-    for old in sorted(ckpt_root.glob("update_*.pt"))[:-keep]:
-        old.unlink()
+    write_latest(path, target.name)
+    prune_checkpoints(path, keep)
     return target
+
+
+def write_latest(path: Path, name: str) -> None:
+    _atomic_write(path / "checkpoints" / "latest", name.encode())
+
+
+def prune_checkpoints(path: Path, keep: int) -> None:
+    """Keep the newest `keep` checkpoints (files in a single process, directories when sharded)."""
+    for old in sorted((path / "checkpoints").glob("update_*"))[:-keep]:
+        if old.suffix == ".tmp":
+            continue
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
 
 
 def latest_checkpoint(path: Path) -> Path | None:
@@ -89,3 +100,19 @@ def load_checkpoint(target: Path) -> dict:
 
 def clear_run(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def export_checkpoint(target: Path, out_dir: Path, base_model_dir: str) -> Path:
+    """A checkpoint (a .pt file, or a sharded torch.distributed.checkpoint directory) as a plain
+    transformers directory, with the base model's config and tokenizer."""
+    from replaylab.distributed import export_to_hf
+
+    if target.is_dir():
+        return export_to_hf(target, out_dir, base_model_dir)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(base_model_dir)
+    model.load_state_dict(load_checkpoint(target)["policy"])
+    model.save_pretrained(out_dir)
+    AutoTokenizer.from_pretrained(base_model_dir).save_pretrained(out_dir)
+    return out_dir

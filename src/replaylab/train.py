@@ -29,12 +29,16 @@ def train(cfg: DictConfig) -> dict:
         summary = json.loads((path / "done.json").read_text())
         print(f"replaylab: {path} is already done (update {summary.get('update')}); skipping")
         return summary
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    from replaylab import distributed as D
     from replaylab.build import build_components  # heavy imports only once we know we train
-    from replaylab.results.rows import RowWriter
+    from replaylab.results.rows import NullRows, RowWriter
     from replaylab.trainer import Trainer
 
+    D.init_from_env(obj.trainer.device)  # a no-op in a single process
+    if D.is_main():
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    D.barrier()
     comp = build_components(obj)
     identity = {
         "run": path.name, "config_hash": config_hash(cfg), "experiment": obj.experiment,
@@ -45,9 +49,9 @@ def train(cfg: DictConfig) -> dict:
         "prompts_per_iteration": obj.trainer.prompts_per_iteration, "samples_per_prompt": obj.trainer.samples_per_prompt,
         "resample_period": obj.trainer.resample_period,
     }
-    rows = RowWriter(path / "rows.jsonl", identity)
+    rows = RowWriter(path / "rows.jsonl", identity) if D.is_main() else NullRows()
     mirror = None
-    if obj.wandb.enabled:
+    if obj.wandb.enabled and D.is_main():
         from replaylab.results.wandb_mirror import WandbMirror
 
         mirror = WandbMirror(path, config_hash(cfg), path.name, OmegaConf.to_container(cfg, resolve=True),
@@ -60,7 +64,8 @@ def train(cfg: DictConfig) -> dict:
         comp.grader.close()
         if mirror:
             mirror.finish()
-    print(f"replaylab: done {path} ({json.dumps(summary)})")
+    if D.is_main():
+        print(f"replaylab: done {path} ({json.dumps(summary)})")
     return summary
 
 

@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
+from replaylab import distributed as D
 from replaylab.batching import score_logprobs
 from replaylab.budget import Ledger
-from replaylab.grad_stats import CountSketch, global_norm
+from replaylab.grad_stats import CountSketch
 from replaylab.losses import minibatch_loss, share_of_batch
 from replaylab.replay.base import PromptStream, ReplayStrategy, StepContext, UpdateStats
 from replaylab.rollout.base import SamplingParams
-from replaylab.runs import latest_checkpoint, load_checkpoint, mark_done, save_checkpoint
+from replaylab.runs import latest_checkpoint, load_checkpoint, mark_done, prune_checkpoints, save_checkpoint, write_latest
 from replaylab.results.rows import RowWriter
 from replaylab.scoring import assign_advantages, grade_rewards
 from replaylab.types import Group, Sample
@@ -59,6 +59,8 @@ class Trainer:
         self.cfg, self.c, self.run_dir, self.rows = cfg, comp, run_dir, rows
         t = cfg.trainer
         self.params = [p for p in comp.policy.parameters() if p.requires_grad]
+        self.grad_groups = D.GradientGroups(self.params)
+        self.sharded = t.distributed != "none"  # DDP / FSDP2 under torchrun: sharded checkpoints
         self.opt = torch.optim.AdamW(self.params, lr=t.lr, betas=tuple(t.betas), eps=t.eps, weight_decay=t.weight_decay)
         warm = t.warmup_updates
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda u: min(1.0, (u + 1) / warm) if warm else 1.0)
@@ -72,18 +74,24 @@ class Trainer:
         self.full_teacher = t.objective == "opd_full_rkl"
 
     # ----------------------------------------------------------------- state
-    def state_dict(self) -> dict:
-        return {
-            "policy": self.c.policy.state_dict(), "optimizer": self.opt.state_dict(),
+    def state_dict(self, weights: bool = True) -> dict:
+        """Everything the loop's future depends on. Replicated on every rank; with `weights` False the
+        policy and optimizer are left to a sharded checkpoint."""
+        state = {
             "scheduler": self.sched.state_dict(), "strategy": self.c.strategy.state_dict(),
             "strategy_rng": self.strategy_rng.getstate(), "stream_position": self.c.stream.position,
             "ledger": self.ledger.state_dict(), "rows": self.rows.count, "iteration": self.iteration,
             "update": self.update, "last_eval": self.last_eval, "torch_rng": torch.get_rng_state(),
+            "world_size": D.world_size(),
         }
+        if weights:
+            state.update(policy=self.c.policy.state_dict(), optimizer=self.opt.state_dict())
+        return state
 
     def load_state_dict(self, s: dict) -> None:
-        self.c.policy.load_state_dict(s["policy"])
-        self.opt.load_state_dict(s["optimizer"])
+        if "policy" in s:
+            self.c.policy.load_state_dict(s["policy"])
+            self.opt.load_state_dict(s["optimizer"])
         self.sched.load_state_dict(s["scheduler"])
         self.c.strategy.load_state_dict(s["strategy"])
         self.strategy_rng.setstate(s["strategy_rng"])
@@ -95,8 +103,28 @@ class Trainer:
         self.c.generator.sync_weights(self.c.policy, self.update)
 
     def checkpoint(self) -> Path:
+        keep = self.cfg.trainer.keep_checkpoints
         with self.ledger.timed("checkpoint"):
-            return save_checkpoint(self.run_dir, self.update, self.state_dict(), self.cfg.trainer.keep_checkpoints)
+            if not self.sharded:
+                return save_checkpoint(self.run_dir, self.update, self.state_dict(), keep)
+            # torch.distributed.checkpoint: each rank writes its shards; rank 0 the replicated state.
+            target = D.save_sharded(self.c.policy, self.opt, self.run_dir / "checkpoints" / f"update_{self.update:07d}",
+                                    extra=self.state_dict(weights=False))
+            if D.is_main():
+                write_latest(self.run_dir, target.name)
+                prune_checkpoints(self.run_dir, keep)
+            D.barrier()
+            return target
+
+    def resume(self) -> bool:
+        target = D.broadcast_object(latest_checkpoint(self.run_dir))
+        if target is None:
+            return False
+        if target.is_dir():
+            self.load_state_dict(D.load_sharded(self.c.policy, self.opt, target))
+        else:
+            self.load_state_dict(load_checkpoint(target))
+        return True
 
     # ----------------------------------------------------------------- loop
     def context(self) -> StepContext:
@@ -111,15 +139,12 @@ class Trainer:
         return not (b.max_trajectories and self.ledger.trajectories >= b.max_trajectories)
 
     def run(self) -> dict:
-        resumed = latest_checkpoint(self.run_dir)
-        if resumed is not None:
-            self.load_state_dict(load_checkpoint(resumed))
-        else:
+        if not self.resume():
             self.rows.truncate(0)
             if self.cfg.eval.at_start:
                 self.run_eval()
             self.build_initial_store()
-        bar = tqdm(total=self.cfg.budget.max_updates, initial=self.update, disable=not self.cfg.progress,
+        bar = tqdm(total=self.cfg.budget.max_updates, initial=self.update, disable=not (self.cfg.progress and D.is_main()),
                    desc=f"{self.cfg.trainer.kind}/{self.cfg.strategy.name}", unit="upd")
         t = self.cfg.trainer
         while self.budget_left():
@@ -136,7 +161,8 @@ class Trainer:
             self.run_eval()
         self.checkpoint()
         summary = {"update": self.update, "iteration": self.iteration, **self.ledger.summary()}
-        mark_done(self.run_dir, summary)
+        if D.is_main():
+            mark_done(self.run_dir, summary)
         return summary
 
     def build_initial_store(self) -> None:
@@ -144,11 +170,10 @@ class Trainer:
         prompts = self.c.strategy.initial_prompts(self.c.stream, self.context())
         if not prompts:
             return
-        groups = self.generate_initial(prompts, derived_seed(self.cfg.trainer.seed, "initial"))
-        self.score([s for g in groups for s in g.samples])
+        groups = self.generate_initial(prompts, (self.cfg.trainer.seed, "initial"))
         self.c.strategy.receive_initial(groups)
 
-    def generate_initial(self, prompts: list, seed: int) -> list[Group]:
+    def generate_initial(self, prompts: list, seed_parts: tuple) -> list[Group]:
         """Initial-policy rollouts: from the frozen copy if the strategy asked for one, else from the
         policy itself, which is still the initial policy before the first update."""
         generator = self.c.initial_generator
@@ -157,11 +182,28 @@ class Trainer:
                 raise RuntimeError(f"strategy {self.cfg.strategy.name!r} asked for initial-policy rollouts after "
                                    "training started but does not set needs_initial_policy = True")
             generator = self.c.generator
-        with self.ledger.timed("generate_initial"):
-            per_prompt = generator.generate(prompts, self.sampling(), seed=seed, source="initial")
-        groups = [Group(p, s) for p, s in zip(prompts, per_prompt)]
+        groups = self.generate_sharded(generator, prompts, seed_parts, "initial")
         self.ledger.record_generated([s for g in groups for s in g.samples])
         return groups
+
+    def generate_sharded(self, generator, prompts: list, seed_parts: tuple, source: str = "fresh") -> list[Group]:
+        """Sample and score `prompts`, in fixed chunks of prompts each with its own seed, so the
+        samples do not depend on how many ranks share the work: each rank takes a contiguous share
+        of the chunks, scores what it sampled, and every rank gets all groups back in plan order
+        (what follows, compose, advantages, ledger, strategy, is then the same on every rank)."""
+        params = self.sampling()
+        per_chunk = max(1, self.cfg.rollout.micro_batch // params.n)
+        chunks = [prompts[i : i + per_chunk] for i in range(0, len(prompts), per_chunk)]
+        scoring = getattr(generator, "model_for_scoring", None)
+        if scoring:
+            scoring()  # distributed: the weight gather is collective, so every rank does it here
+        groups: list[Group] = []
+        with self.ledger.timed("generate" if source == "fresh" else "generate_initial"):
+            for c in D.shard(list(range(len(chunks)))):
+                seed = derived_seed(*seed_parts, "chunk", c)
+                groups += [Group(p, s) for p, s in zip(chunks[c], generator.generate(chunks[c], params, seed=seed, source=source))]
+        self.score([s for g in groups for s in g.samples])
+        return D.all_gather_objects(groups) if D.world_size() > 1 else groups
 
     def sampling(self) -> SamplingParams:
         r = self.cfg.rollout
@@ -174,24 +216,21 @@ class Trainer:
             else:
                 before = self.c.teacher.tokens_scored
                 self.c.teacher.score(samples, full=self.full_teacher)
-                self.ledger.teacher_tokens_scored += self.c.teacher.tokens_scored - before
+                self.ledger.teacher_tokens_scored += int(D.all_reduce_sum(float(self.c.teacher.tokens_scored - before)))
 
     def run_iteration(self) -> dict[str, float]:
         t, ctx = self.cfg.trainer, self.context()
         start_version = self.update
         plan = self.c.strategy.plan(ctx)
         fresh: list[Group] = []
-        t0 = time.perf_counter()
+        before = self.ledger.seconds.get("generate", 0.0)
         if plan.fresh:
-            with self.ledger.timed("generate"):
-                per_prompt = self.c.generator.generate(plan.fresh, self.sampling(), seed=derived_seed(t.seed, "iteration", self.iteration))
-            fresh = [Group(p, s) for p, s in zip(plan.fresh, per_prompt)]
+            fresh = self.generate_sharded(self.c.generator, plan.fresh, (t.seed, "iteration", self.iteration))
             self.ledger.record_generated([s for g in fresh for s in g.samples])
+        gen_seconds = self.ledger.seconds.get("generate", 0.0) - before
         if plan.initial:
-            plan.reuse.extend(self.generate_initial(plan.initial, derived_seed(t.seed, "initial", self.iteration)))
+            plan.reuse.extend(self.generate_initial(plan.initial, (t.seed, "initial", self.iteration)))
         gen_tokens = sum(s.num_tokens for g in fresh for s in g.samples)
-        gen_seconds = time.perf_counter() - t0
-        self.score([s for g in fresh for s in g.samples])
         groups = self.c.strategy.compose(fresh, plan, ctx)
         samples = [s for g in groups for s in g.samples]
         if not samples:
@@ -224,9 +263,12 @@ class Trainer:
                  and (s.extras.get("ratio_base") != "behaviour" or s.extras.get("is_cap") is not None)]
         if not stale or self.cfg.trainer.objective == "opd_full_rkl":
             return
+        scoring = getattr(self.c.generator, "model_for_scoring", None)
+        model = scoring() if scoring else self.c.policy  # distributed: a plain copy, no collectives
+        mb, temp = self.cfg.rollout.micro_batch, self.cfg.rollout.temperature
         with self.ledger.timed("proximal"):
-            scored = score_logprobs(self.c.policy, stale, self.pad_id, self.cfg.rollout.micro_batch, self.cfg.rollout.temperature)
-        for s, (logp, _) in zip(stale, scored):
+            logps = D.sharded_map(lambda chunk: [lp for lp, _ in score_logprobs(model, chunk, self.pad_id, mb, temp)], stale, mb)
+        for s, logp in zip(stale, logps):
             s.extras["prox_logprobs"] = logp
 
     def train_on(self, samples: list[Sample]) -> tuple[list[float], list | None, dict[str, float]]:
@@ -252,34 +294,41 @@ class Trainer:
         return norms, sketches, totals
 
     def optimizer_step(self, mb: list[Sample], n_groups: int) -> tuple[list[float], list, dict[str, float]]:
+        """One update on minibatch `mb`, split into `n_groups` gradient groups whose gradients are
+        measured for the strategy. Each group is a slice of the global minibatch; under DDP/FSDP2 each
+        rank backpropagates its share of it, so a group's gradient, its norm and the update are the
+        same whatever the world size."""
         t, model = self.cfg.trainer, self.c.policy
         model.train()
         size = math.ceil(len(mb) / n_groups)
         parts = [mb[i : i + size] for i in range(0, len(mb), size)]
         norms, sketches, metrics = [], [], {}
-        accum = [torch.zeros_like(p) for p in self.params]
+        self.opt.zero_grad(set_to_none=True)
+        self.grad_groups.reset()
         for part in parts:
-            loss, m = minibatch_loss(model, part, t, self.pad_id, self.cfg.rollout.temperature,
+            local = D.shard(part)
+            dummy = not local  # a rank without samples still joins the collectives, with weight 0
+            loss, m = minibatch_loss(model, local or part[:1], t, self.pad_id, self.cfg.rollout.temperature,
                                      self.cfg.budget.max_response_tokens, self.c.ref_model)
-            if not torch.isfinite(loss):
+            if D.all_reduce_max(0.0 if torch.isfinite(loss) else 1.0):
                 raise TrainingDiverged(
                     f"non-finite loss ({loss.item()}) at update {self.update + 1}, iteration {self.iteration}; "
                     f"the last good checkpoint in {self.run_dir / 'checkpoints'} is kept. Lower trainer.lr or check the data."
                 )
+            w_local = 0.0 if dummy else share_of_batch(local, mb, t.aggregation)
+            (loss * (w_local * D.grad_sync_scale())).backward()
             w = share_of_batch(part, mb, t.aggregation)
-            grads = torch.autograd.grad(loss * w, self.params, allow_unused=True)
-            norms.append(global_norm(grads) / w)
+            grads = self.grad_groups.take()
+            norms.append(D.grad_norm(grads) / w)
             if self.sketch:
-                sketches.append(self.sketch(grads) / w)
-            for a, g in zip(accum, grads):
-                if g is not None:
-                    a.add_(g)
+                sketches.append(self.sketch(D.full_tensors(grads)) / w)
             for k, v in m.items():
-                metrics[k] = metrics.get(k, 0.0) + w * v
-        for p, a in zip(self.params, accum):
-            p.grad = a
-        total = torch.nn.utils.clip_grad_norm_(self.params, t.grad_clip if t.grad_clip > 0 else float("inf"))
-        if not torch.isfinite(total):
+                metrics[k] = metrics.get(k, 0.0) + w_local * v
+        if D.world_size() > 1:
+            keys = sorted(metrics)
+            metrics = dict(zip(keys, D.all_reduce_sum([metrics[k] for k in keys])))
+        total = D.clip_grad_norm(self.params, t.grad_clip)
+        if not math.isfinite(total):
             raise TrainingDiverged(f"non-finite gradient norm at update {self.update + 1}; last good checkpoint kept")
         self.opt.step()
         self.sched.step()
@@ -287,7 +336,7 @@ class Trainer:
         self.update += 1
         self.ledger.updates = self.update
         self.c.generator.sync_weights(model, self.update)
-        metrics["grad_norm"] = float(total)
+        metrics["grad_norm"] = total
         metrics["lr"] = self.sched.get_last_lr()[0]
         return norms, sketches, metrics
 
@@ -307,8 +356,12 @@ class Trainer:
         return out
 
     def run_eval(self) -> None:
+        scoring = getattr(self.c.generator, "model_for_scoring", None)
+        if scoring:
+            scoring()  # distributed: the weight gather is collective; then rank 0 evaluates alone
         with self.ledger.timed("eval"):
-            results = self.c.evaluate(self.update) if self.c.evaluate else []
+            results = self.c.evaluate(self.update) if self.c.evaluate and D.is_main() else []
+        D.barrier()
         ledger = self.ledger.summary()
         for benchmark, metrics, n in results:
             self.rows.write("eval", self.update, self.iteration, metrics, ledger, benchmark=benchmark, n=n)

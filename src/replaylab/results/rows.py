@@ -64,6 +64,22 @@ class RowWriter:
         return rows
 
 
+class NullRows:
+    """What ranks other than 0 write to: nothing, but the same row count, so checkpoints agree."""
+
+    def __init__(self):
+        self.count = 0
+        self.mirrors: list = []
+
+    def truncate(self, n: int) -> None:
+        self.count = n
+
+    def write(self, split: str, update: int, iteration: int, metrics: dict[str, float], ledger: dict,
+              benchmark: str = "", n: dict[str, int] | None = None) -> list[dict]:
+        self.count += sum(v is not None for v in metrics.values())
+        return []
+
+
 def read_rows(path: Path) -> list[dict]:
     """Rows of one run (or of every run under a directory)."""
     files = [path] if path.is_file() else sorted(path.rglob("rows.jsonl"))

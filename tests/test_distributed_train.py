@@ -1,0 +1,118 @@
+"""`torchrun --nproc_per_node=2 -m replaylab.train` with gloo on CPU: DDP and FSDP2 train the micro
+world to the same weights as one process, R-OPD makes the same decisions, sharded checkpoints
+resume and export to a directory `replaylab.evaluate` loads."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import FAST_RUN, MICRO_WORLD, load_rows
+from test_resume import comparable, only_run
+
+COMMON = MICRO_WORLD + FAST_RUN + ["budget.max_updates=4", "trainer.checkpoint_every=2", "eval.suite=none"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env():
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def torchrun(root, extra, wait=True):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
+           "-m", "replaylab.train", *COMMON, f"output_root={root}", *extra]
+    if not wait:
+        return subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+def single(root, extra):
+    out = subprocess.run([sys.executable, "-m", "replaylab.train", *COMMON, f"output_root={root}", *extra],
+                         env=env(), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+def final_weights(run) -> dict[str, torch.Tensor]:
+    from replaylab.runs import latest_checkpoint, load_checkpoint
+
+    target = latest_checkpoint(run)
+    if target.is_file():
+        return load_checkpoint(target)["policy"]
+    from replaylab.distributed import load_sharded
+    from replaylab.models.loading import load_causal_lm
+
+    model = load_causal_lm(str(run / "export"), "float32")
+    load_sharded(model, None, target)
+    return model.state_dict()
+
+
+@pytest.mark.parametrize("mode", ["ddp", "fsdp2"])
+def test_two_ranks_match_one_process(tmp_path, mode):
+    single(tmp_path / "one", [])
+    torchrun(tmp_path / "two", [f"trainer.distributed={mode}"])
+    one, two = only_run(tmp_path / "one"), only_run(tmp_path / "two")
+    subprocess.run([sys.executable, "-m", "replaylab.cli", "export", str(two), str(two / "export")], check=True,
+                   capture_output=True, env=env())
+    a, b = final_weights(one), final_weights(two)
+    assert a.keys() <= b.keys() | {"lm_head.weight"}
+    diff = max(float((a[k] - b[k]).abs().max()) for k in a if k in b)
+    assert diff < 1e-4, diff
+    loss_one = [r["value"] for r in load_rows(one) if r["metric"] == "reverse_kl"]
+    loss_two = [r["value"] for r in load_rows(two) if r["metric"] == "reverse_kl"]
+    assert loss_one == pytest.approx(loss_two, rel=1e-4, abs=1e-6)
+
+
+def test_ropd_decisions_do_not_depend_on_world_size(tmp_path):
+    extra = ["strategy=ropd", "strategy.burn_in=0", "budget.max_updates=6"]
+    single(tmp_path / "one", extra)
+    torchrun(tmp_path / "two", extra + ["trainer.distributed=ddp"])
+
+    def decisions(root):
+        rows = load_rows(only_run(root))
+        return [(r["iteration"], r["metric"], r["value"]) for r in rows
+                if r["split"] == "strategy" and r["metric"] in ("hit", "switch_iteration", "phase_replay")]
+
+    assert decisions(tmp_path / "one") == decisions(tmp_path / "two")
+    norms_one = [r["value"] for r in load_rows(only_run(tmp_path / "one")) if r["metric"] == "grad_mean"]
+    norms_two = [r["value"] for r in load_rows(only_run(tmp_path / "two")) if r["metric"] == "grad_mean"]
+    assert norms_one == pytest.approx(norms_two, rel=1e-4)
+
+
+def test_sharded_checkpoint_resumes_and_exports_for_evaluate(tmp_path):
+    extra = ["trainer.distributed=fsdp2", "budget.max_updates=6"]
+    torchrun(tmp_path / "full", extra)
+    proc = torchrun(tmp_path / "killed", extra, wait=False)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        latest = list((tmp_path / "killed").glob("default/*/checkpoints/latest"))
+        if latest and latest[0].read_text().strip() >= "update_0000002":
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    subprocess.run(["pkill", "-9", "-f", str(tmp_path / "killed")], check=False)  # the orphaned ranks
+    run = only_run(tmp_path / "killed")
+    assert not (run / "done.json").exists()
+    torchrun(tmp_path / "killed", extra)
+    assert comparable(load_rows(run)) == comparable(load_rows(only_run(tmp_path / "full")))
+    out = tmp_path / "exported"
+    subprocess.run([sys.executable, "-m", "replaylab.cli", "export", str(run), str(out)], check=True, env=env(),
+                   capture_output=True)
+    ev = subprocess.run([sys.executable, "-m", "replaylab.evaluate", f"model.name_or_path={out}", "eval.max_problems=2",
+                         "eval.max_new_tokens=16", f"output_root={tmp_path / 'eval'}", "wandb.enabled=false"],
+                        env=env(), capture_output=True, text=True, timeout=300)
+    assert ev.returncode == 0, ev.stderr[-2000:]
+    assert "tiny8/add2" in ev.stdout
