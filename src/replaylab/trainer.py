@@ -68,7 +68,7 @@ class Trainer:
         self.ledger = Ledger()
         self.iteration = 0
         self.update = 0
-        self.last_eval = -1
+        self.last_eval = 0  # the update of the last evaluation (at the start, if eval.at_start)
         self.strategy_rng = random.Random(derived_seed(t.seed, "strategy"))
         self.pad_id = comp.tokenizer.pad_token_id
         self.full_teacher = t.objective == "opd_full_rkl"
