@@ -43,20 +43,20 @@ AXES_TABLE := --by strategy,prompts_per_iteration,samples_per_prompt,resample_pe
 
 # --- paper tables on the tiny world (CPU) -------------------------------------------------------
 tiny-table-budget-axes: install  ## queries per iteration x resampling period, current vs initial
-	$(SWEEP) +experiment=tiny_budget_axes
+	$(SWEEP) +sweep=tiny_budget_axes
 	$(VENV)/bin/replaylab table runs/tiny_budget_axes $(AXES_TABLE)
 
 table-budget-axes: install
-	$(SWEEP) +experiment=budget_axes $(ARGS)
+	$(SWEEP) +sweep=budget_axes $(ARGS)
 	$(VENV)/bin/replaylab table runs/budget_axes $(AXES_TABLE)
 
 tiny-table-%: install
-	$(SWEEP) +experiment=tiny_$(subst -,_,$*)
+	$(SWEEP) +sweep=tiny_$(subst -,_,$*)
 	$(VENV)/bin/replaylab table runs/tiny_$(subst -,_,$*)
 
 # --- paper tables at full scale (GPU cluster: add launcher=slurm) -------------------------------
 table-%: install
-	$(SWEEP) +experiment=$(subst -,_,$*) $(ARGS)
+	$(SWEEP) +sweep=$(subst -,_,$*) $(ARGS)
 	$(VENV)/bin/replaylab table runs/$(subst -,_,$*)
 
 clean:

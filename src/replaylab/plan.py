@@ -1,4 +1,4 @@
-"""`python -m replaylab.plan +experiment=NAME [overrides]`: a dry listing of a sweep's grid.
+"""`python -m replaylab.plan +sweep=NAME [overrides]`: a dry listing of a sweep's grid.
 
 Expands the experiment's `hydra.sweeper.params` exactly as Hydra's basic sweeper does (Cartesian
 product, in order), composes every cell, and prints what it would run: strategy, model, teacher,
