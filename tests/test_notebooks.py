@@ -1,4 +1,5 @@
-"""The analysis notebooks execute headless on a small synthetic experiment and write their PNGs."""
+"""The analysis notebooks execute headless on a small experiment and write their PNGs: a synthetic one
+(every diagnostic present, an unfinished run) and a real tiny grid trained by the test."""
 
 from __future__ import annotations
 
@@ -34,6 +35,19 @@ def test_notebooks_write_their_figures(tmp_path):
             assert path.exists() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", (name, png)
     executed = (tmp_path / "executed" / "tables.ipynb").read_text()
     assert "failed/running" in executed  # the table cell rendered the unfinished run's mark
+
+
+def test_notebooks_run_on_a_real_tiny_grid(run_train, tmp_path):
+    root = tmp_path / "runs"
+    for strategy in ("current", "ropd"):
+        for order in (0, 1):
+            run_train([f"strategy={strategy}", f"order={order}", "experiment=tiny_grid", "strategy.burn_in=0"
+                       if strategy == "ropd" else "trainer.eval_every=2", "budget.max_updates=4"], output_root=root)
+    times = run_notebooks(root / "tiny_grid", tmp_path / "figures", executed_dir=tmp_path / "executed")
+    assert set(times) == set(FIGURES)
+    for png in FIGURES["tables"] + FIGURES["curves"]:
+        assert (tmp_path / "figures" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+    assert "ropd" in (tmp_path / "executed" / "tables.ipynb").read_text()
 
 
 def test_a_failing_cell_fails_loudly(tmp_path):
