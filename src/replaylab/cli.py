@@ -108,12 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("run_dir")
     ex.add_argument("out_dir")
     ex.set_defaults(func=cmd_export)
-    try:
-        from replaylab.results import table
+    from replaylab.results import table
 
-        table.add_parser(sub)
-    except ImportError:
-        pass
+    table.add_parser(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 
