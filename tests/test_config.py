@@ -55,5 +55,7 @@ def test_every_field_has_a_help_text():
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_every_strategy_composes_and_validates(strategy):
     trainer = "grpo" if "grpo" in STRATEGIES[strategy].trainers and "opd" not in STRATEGIES[strategy].trainers else "opd"
-    obj = to_object(compose([f"strategy={strategy}", f"trainer={trainer}"]))
+    # fixed_schedule fixes the run length (40 + 20 updates); the tiny default budget is 1000.
+    extra = ["budget.max_updates=60"] if strategy == "fixed_schedule" else []
+    obj = to_object(compose([f"strategy={strategy}", f"trainer={trainer}", *extra]))
     assert obj.strategy.name == strategy

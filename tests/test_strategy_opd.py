@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
 import torch
 
 from conftest import load_rows
@@ -21,7 +24,8 @@ def test_initial_never_samples_the_current_policy(run_train):
 
 
 def test_fixed_schedule_generates_fresh_rollouts_for_exactly_n_updates(run_train):
-    summary, path = run_train(["strategy=fixed_schedule", "strategy.current_updates=2", "budget.max_updates=5"])
+    summary, path = run_train(["strategy=fixed_schedule", "strategy.current_updates=2", "strategy.replay_updates=3",
+                                   "budget.max_updates=5"])
     assert summary["fresh_trajectories"] == 2 * 8
     assert summary["initial_trajectories"] == 3 * 8
     assert list(strategy_rows(path, "phase_replay").values()) == [0, 0, 1, 1, 1]
@@ -50,36 +54,47 @@ def crafted(iteration, norms):
     return UpdateStats(iteration=iteration, update=iteration + 1, grad_norms=norms)
 
 
+def ctx_at(update):
+    return SimpleNamespace(update=update)
+
+
 def test_ropd_trigger_fires_exactly_after_two_consecutive_hits():
-    s = ROPD(ROPDConfig(burn_in=1))
-    # iteration: 0 burn-in | 1 first stat | 2 change 5 > sd 1 (miss) | 3 hit | 4 miss | 5 hit | 6 hit -> switch
+    s = ROPD(ROPDConfig(burn_in=1, window=1))
+    # Each window: one update of 4 norms m-1, m+1, m-1, m+1: V = 4/3, M = 4, so se = sqrt(2/3) = 0.816.
+    # iteration: 0 burn-in | 1 first window | 2 change 5 > se (miss) | 3 change 0.5 (hit) | 4 miss |
+    # 5 hit | 6 hit -> switch
     means = [100.0, 10.0, 5.0, 5.5, 9.0, 9.2, 9.1]
     for it, m in enumerate(means):
-        out = s.observe([], crafted(it, [m - 1.0, m + 1.0, m - 1.0, m + 1.0]), None)
-        expect_hit = {3: 1.0, 4: 0.0, 5: 1.0, 6: 1.0}.get(it)
+        out = s.observe([], crafted(it, [m - 1.0, m + 1.0, m - 1.0, m + 1.0]), ctx_at(it))
+        expect_hit = {2: 0.0, 3: 1.0, 4: 0.0, 5: 1.0, 6: 1.0}.get(it)
         if expect_hit is not None:
             assert out["hit"] == expect_hit, it
+            assert out["grad_change_se"] == pytest.approx((2 * (4 / 3) / 4) ** 0.5)
         assert s.replaying == (it == 6)
     assert s.switch_iteration == 7
     # after the switch nothing is compared any more
-    assert s.observe([], crafted(7, [1.0, 50.0]), None) == {"replaying": 1.0}
+    assert s.observe([], crafted(7, [1.0, 50.0]), ctx_at(7)) == {"replaying": 1.0}
 
 
 def test_ropd_sketch_statistic_uses_vectors():
-    s = ROPD(ROPDConfig(statistic="sketch", burn_in=0, consecutive=1))
+    s = ROPD(ROPDConfig(statistic="sketch", burn_in=0, window=1, consecutive=1))
     base = torch.tensor([1.0, 0.0, 0.0])
     noise = [torch.tensor([0.0, 1.0, 0.0]), torch.tensor([0.0, -1.0, 0.0])]
-    s.observe([], UpdateStats(0, 1, [1.0, 1.0], [base + n for n in noise]), None)
-    # same mean direction, different norm: change 3 > variation sqrt(2): miss
-    out = s.observe([], UpdateStats(1, 2, [1.0, 1.0], [4 * base + n for n in noise]), None)
+    s.observe([], UpdateStats(0, 1, [1.0, 1.0], [base + n for n in noise]), ctx_at(0))
+    # V = 2 per window, M = 2: se = sqrt(2); raw change 3, debiased sqrt(9 - 2) = 2.65 > se: miss
+    out = s.observe([], UpdateStats(1, 2, [1.0, 1.0], [4 * base + n for n in noise]), ctx_at(1))
     assert out["hit"] == 0.0 and not s.replaying
-    out = s.observe([], UpdateStats(2, 3, [1.0, 1.0], [4.5 * base + n for n in noise]), None)
-    assert out["hit"] == 1.0 and s.replaying
+    assert out["grad_change"] == pytest.approx(7 ** 0.5)
+    # raw change 0.5: debiased to 0 (within the noise): hit
+    out = s.observe([], UpdateStats(2, 3, [1.0, 1.0], [4.5 * base + n for n in noise]), ctx_at(2))
+    assert out["hit"] == 1.0 and out["grad_change"] == 0.0 and s.replaying
 
 
 def test_ropd_switches_in_a_real_run_and_stops_fresh_generation(run_train):
-    # tolerance 1e9: every comparison hits, so with burn-in 2 the switch comes after iteration 4
-    summary, path = run_train(["strategy=ropd", "strategy.tolerance=1e9", "budget.max_updates=7"])
+    # tolerance 1e9: every comparison hits; burn-in 2, windows of one update: windows close at
+    # iterations 2, 3, 4, comparisons at 3 and 4, so the switch comes after iteration 4
+    summary, path = run_train(["strategy=ropd", "strategy.tolerance=1e9", "trainer.warmup_updates=0",
+                               "strategy.burn_in=2", "strategy.window=1", "budget.max_updates=7"])
     assert strategy_rows(path, "switch_iteration") == {5: 5.0}
     assert summary["fresh_trajectories"] == 5 * 8
     assert summary["initial_trajectories"] == 2 * 8

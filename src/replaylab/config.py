@@ -14,6 +14,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from replaylab.config_checks import check_run
 from replaylab.config_fields import ConfigError, check, check_choice, knob
 from replaylab.models.tiny_spec import TinyModelSize, TinyWorldConfig
 
@@ -107,7 +108,7 @@ class TrainerConfig:
     """The common trainer: objective, optimizer, batch shape and cadences."""
 
     kind: str = knob("opd", "opd (teacher-scored reverse KL) | grpo (verifiable reward)")
-    objective: str = knob("opd_full_rkl", "objectives registry key: opd_full_rkl | opd_sampled | grpo")
+    objective: str = knob("opd_full_rkl", "objectives registry key: opd_full_rkl | opd_sampled (OPD, kind opd) | grpo (kind grpo)")
     lr: float = knob(1e-3, "peak learning rate (AdamW)")
     betas: list[float] = knob([0.9, 0.98], "AdamW betas")
     eps: float = knob(1e-8, "AdamW epsilon")
@@ -118,16 +119,16 @@ class TrainerConfig:
     samples_per_prompt: int = knob(1, "rollouts per prompt (the GRPO group size)")
     minibatches: int = knob(1, "optimizer updates per pass over an iteration's batch (the batch is split into this many)")
     resample_period: int = knob(1, "passes over the same rollouts before fresh sampling (updates between fresh rollouts = minibatches x this)")
-    stat_groups: int = knob(4, "gradient groups per update for minibatch-level gradient statistics when an iteration has one update")
-    sketch_dim: int = knob(0, "dimension of the random gradient sketch handed to strategies (0 = norms only)")
-    aggregation: str = knob("dapo", "loss aggregation: grpo (per-sequence mean) | dapo (global token mean) | dr_grpo (constant normaliser)")
-    advantage: str = knob("zscore", "GRPO group advantage: zscore | center")
-    clip_low: float = knob(0.2, "PPO clip below 1")
+    stat_groups: int = knob(4, "gradient groups per update, for strategies that read gradient statistics (ropd); others take one backward per update")
+    sketch_dim: int = knob(0, "dimension of the random gradient sketch handed to strategies that read it (ropd statistic=sketch); 0 = norms only")
+    aggregation: str = knob("dapo", "loss aggregation: grpo (per-sequence mean) | dapo (global token mean) | dr_grpo (constant normaliser; GRPO objective only)")
+    advantage: str = knob("zscore", "GRPO group advantage: zscore | center (grpo objective only)")
+    clip_low: float = knob(0.2, "PPO clip below 1 (objectives with a ratio: opd_sampled, grpo)")
     clip_high: float = knob(0.2, "PPO clip above 1 (clip-higher: 0.28)")
     dual_clip: float | None = knob(None, "dual-clip constant for negative advantages (DAPO recipe: 10); None = off")
     kl_coef: float = knob(0.0, "GRPO: coefficient of the k3 KL to the initial policy (0 = off, no reference model)")
-    opd_coef: float = knob(1.0, "OPD: scale of the per-token advantage log p_teacher - log p_student")
-    is_cap: float | None = knob(None, "cap of truncated behaviour importance weights (replayed samples); None = no correction")
+    opd_coef: float = knob(1.0, "opd_sampled: scale of the per-token advantage log p_teacher - log p_student")
+    is_cap: float | None = knob(None, "cap of truncated behaviour importance weights on replayed samples (opd_sampled, grpo; strategies that replay); None = no correction")
     eval_every: int = knob(50, "updates between periodic evaluations (0 = only at start and end)")
     checkpoint_every: int = knob(50, "updates between checkpoints (0 = only at the end)")
     keep_checkpoints: int = knob(1, "checkpoints kept on disk (the last N)")
@@ -179,12 +180,16 @@ class EvalConfig:
     grader_workers: int = knob(2, "grading worker processes")
     grader_timeout: int = knob(2, "math-verify per-item timeout (whole seconds)")
     checkpoint: str | None = knob(None, "evaluate.py: a run directory (its latest checkpoint) or a checkpoint file to load into model before evaluating")
+    probe_size: int = knob(64, "initial-policy rollouts in the fixed probe set measured at every evaluation "
+                               "(probe_student_logprob, probe_reverse_kl; replaylab.probe); 0 = off")
+    probe_seed: int = knob(0, "seed of the probe's prompts and rollouts: the same set for every strategy and data order")
 
     def __post_init__(self) -> None:
         check(self.max_new_tokens > 0, "eval.max_new_tokens", f"must be positive, got {self.max_new_tokens}")
         check(self.temperature >= 0, "eval.temperature", f"must be >= 0, got {self.temperature}")
         check(self.samples >= 0, "eval.samples", f"must be >= 0, got {self.samples}")
         check(self.grader_workers >= 1, "eval.grader_workers", f"must be >= 1, got {self.grader_workers}")
+        check(self.probe_size >= 0, "eval.probe_size", f"must be >= 0, got {self.probe_size}")
 
 
 @dataclass
@@ -221,6 +226,7 @@ class Config:
     def __post_init__(self) -> None:
         check(self.order >= -1, "order", f"must be >= -1, got {self.order}")
         self.check_matched_budget()
+        check_run(self)
 
     def check_matched_budget(self) -> None:
         """With a trajectory budget, the batch shape must spend it exactly within the update budget:

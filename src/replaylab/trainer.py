@@ -23,6 +23,8 @@ from replaylab.batching import score_logprobs
 from replaylab.budget import Ledger
 from replaylab.grad_stats import CountSketch
 from replaylab.losses import minibatch_loss, share_of_batch
+from replaylab.probe import ProbeSet
+from replaylab.provenance import Provenance
 from replaylab.replay.base import PromptStream, ReplayStrategy, StepContext, UpdateStats
 from replaylab.rollout.base import SamplingParams
 from replaylab.runs import latest_checkpoint, load_checkpoint, mark_done, prune_checkpoints, save_checkpoint, write_latest
@@ -72,6 +74,9 @@ class Trainer:
         self.strategy_rng = random.Random(derived_seed(t.seed, "strategy"))
         self.pad_id = comp.tokenizer.pad_token_id
         self.full_teacher = t.objective == "opd_full_rkl"
+        self.probe: ProbeSet | None = None
+        # Gradient groups cost extra backward passes; only strategies that read them get them.
+        self.stat_groups = t.stat_groups if comp.strategy.reads_gradients else 1
 
     # ----------------------------------------------------------------- state
     def state_dict(self, weights: bool = True) -> dict:
@@ -82,7 +87,7 @@ class Trainer:
             "strategy_rng": self.strategy_rng.getstate(), "stream_position": self.c.stream.position,
             "ledger": self.ledger.state_dict(), "rows": self.rows.count, "iteration": self.iteration,
             "update": self.update, "last_eval": self.last_eval, "torch_rng": torch.get_rng_state(),
-            "world_size": D.world_size(),
+            "world_size": D.world_size(), "probe": self.probe.state_dict() if self.probe else None,
         }
         if weights:
             state.update(policy=self.c.policy.state_dict(), optimizer=self.opt.state_dict())
@@ -100,6 +105,8 @@ class Trainer:
         self.rows.truncate(s["rows"])
         self.iteration, self.update, self.last_eval = s["iteration"], s["update"], s["last_eval"]
         torch.set_rng_state(s["torch_rng"])
+        if s.get("probe") is not None:
+            self.probe = ProbeSet.from_state(s["probe"], self.c.stream.prompts)
         self.c.generator.sync_weights(self.c.policy, self.update)
 
     def checkpoint(self) -> Path:
@@ -141,6 +148,7 @@ class Trainer:
     def run(self) -> dict:
         if not self.resume():
             self.rows.truncate(0)
+            self.draw_probe()
             if self.cfg.eval.at_start:
                 self.run_eval()
             self.build_initial_store()
@@ -164,6 +172,18 @@ class Trainer:
         if D.is_main():
             mark_done(self.run_dir, summary)
         return summary
+
+    def draw_probe(self) -> None:
+        """The fixed initial-policy probe set (`replaylab.probe`), drawn before the first update; every
+        rank draws the same one (same seed), outside the budget ledger."""
+        size = self.cfg.eval.probe_size
+        if not size:
+            return
+        scoring = getattr(self.c.generator, "model_for_scoring", None)
+        if scoring:
+            scoring()  # distributed: the weight gather is collective
+        with self.ledger.timed("probe"):
+            self.probe = ProbeSet.draw(self.c.stream.prompts, size, self.cfg.eval.probe_seed, self.c.generator, self.sampling())
 
     def build_initial_store(self) -> None:
         """Initial-policy rollouts a strategy asked for, generated once before any update."""
@@ -239,8 +259,9 @@ class Trainer:
         if t.kind == "grpo":
             assign_advantages(groups, t.advantage)
         self.attach_proximal(samples, start_version)
+        provenance = Provenance(start_version)
         with self.ledger.timed("train"):
-            norms, sketches, loss_metrics = self.train_on(samples)
+            norms, sketches, loss_metrics = self.train_on(samples, provenance)
         self.ledger.record_trained(samples, start_version)
         self.ledger.reused_passes += t.resample_period - 1
         self.iteration += 1
@@ -249,7 +270,7 @@ class Trainer:
         strategy_metrics = {**plan.metrics, **self.c.strategy.observe(groups, stats, ctx)}
         for s in samples:  # proximal log-probs are only valid for this iteration
             s.extras.pop("prox_logprobs", None)
-        metrics = {**loss_metrics, **self.batch_metrics(groups, gen_tokens, gen_seconds)}
+        metrics = {**loss_metrics, **self.batch_metrics(groups, gen_tokens, gen_seconds), **provenance.metrics()}
         ledger = self.ledger.summary()
         self.rows.write("train", self.update, self.iteration, metrics, ledger)
         if strategy_metrics:
@@ -271,7 +292,7 @@ class Trainer:
         for s, logp in zip(stale, logps):
             s.extras["prox_logprobs"] = logp
 
-    def train_on(self, samples: list[Sample]) -> tuple[list[float], list | None, dict[str, float]]:
+    def train_on(self, samples: list[Sample], provenance: Provenance) -> tuple[list[float], list | None, dict[str, float]]:
         t = self.cfg.trainer
         norms: list[float] = []
         sketches: list | None = [] if self.sketch else None
@@ -284,8 +305,8 @@ class Trainer:
             bounds = [round(m * len(order) / t.minibatches) for m in range(t.minibatches + 1)]
             for m in range(t.minibatches):
                 mb = [samples[i] for i in order[bounds[m] : bounds[m + 1]]]
-                groups = t.stat_groups if t.updates_per_iteration == 1 else 1
-                mb_norms, mb_sketches, metrics = self.optimizer_step(mb, groups)
+                provenance.add(mb, self.update)
+                mb_norms, mb_sketches, metrics = self.optimizer_step(mb, self.stat_groups)
                 norms += mb_norms
                 if sketches is not None:
                     sketches += mb_sketches
@@ -365,4 +386,10 @@ class Trainer:
         ledger = self.ledger.summary()
         for benchmark, metrics, n in results:
             self.rows.write("eval", self.update, self.iteration, metrics, ledger, benchmark=benchmark, n=n)
+        if self.probe is not None and D.is_main():
+            with self.ledger.timed("probe"):
+                model = scoring() if scoring else self.c.policy
+                teacher = self.c.teacher.distribution_model() if self.c.teacher is not None else None
+                probe = self.probe.measure(model, teacher, self.pad_id, self.cfg.rollout.micro_batch)
+            self.rows.write("probe", self.update, self.iteration, probe, ledger)
         self.last_eval = self.update

@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from replaylab.config_fields import knob
+from replaylab.config_fields import check, knob
 from replaylab.types import Group, Prompt
 
 
@@ -109,6 +109,19 @@ class ReplayStrategy:
     # Whether the trainer must keep a frozen copy of the initial policy to sample from on demand
     # (`Plan.initial`); it costs one extra model in memory, so only strategies that need it say so.
     needs_initial_policy: ClassVar[bool] = False
+    # Whether it reads the per-gradient-group statistics of `UpdateStats` (norms, sketches): only
+    # then does the trainer split each update's backward into trainer.stat_groups groups.
+    reads_gradients: ClassVar[bool] = False
+    # Whether it ever trains on samples it did not just generate: settings that only act on such
+    # samples (trainer.is_cap) are a config error for a strategy that never does.
+    replays: ClassVar[bool] = True
+
+    @classmethod
+    def check_config(cls, cfg: Any) -> None:
+        """Cross-checks against the whole run config (a `config.Config`), before any model loads;
+        a failure raises ConfigError naming the key. Subclasses extend it (call super())."""
+        check(cfg.trainer.kind in cls.trainers, "strategy",
+              f"{cls.name!r} works with trainer kinds {list(cls.trainers)}, not trainer.kind={cfg.trainer.kind!r}")
 
     def __init__(self, cfg: Any):
         self.cfg = cfg

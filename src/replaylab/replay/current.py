@@ -17,3 +17,4 @@ class CurrentConfig(StrategyConfig):
 class Current(ReplayStrategy):
     name = "current"
     Config = CurrentConfig
+    replays = False

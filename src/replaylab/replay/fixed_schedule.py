@@ -1,9 +1,9 @@
 """`fixed_schedule`: N current-policy updates, then initial-policy replay (ALGORITHMS.md §2.2).
 
 The R-OPD abstract's fixed baseline is 40 current-policy updates followed by 20 replay updates.
-The phase is decided at the start of each iteration from the updates taken so far, so with several
-updates per iteration the switch happens at the first iteration boundary at or after N updates.
-Replay iterations sample the next prompts of the data order from the frozen initial policy.
+The run is exactly `current_updates + replay_updates` long (`budget.max_updates` must say so), and
+`current_updates` is a whole number of iterations, so the switch lands on N. Replay iterations
+sample the next prompts of the data order from the frozen initial policy.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyCon
 class FixedScheduleConfig(StrategyConfig):
     name: str = knob("fixed_schedule", "N current-policy updates, then initial-policy replay")
     current_updates: int = knob(40, "updates on fresh current-policy rollouts first (R-OPD abstract: 40)")
-    replay_updates: int = knob(20, "updates on initial-policy rollouts after (R-OPD abstract: 20); informational: "
-                                   "the run length is budget.max_updates, and replay continues until it")
+    replay_updates: int = knob(20, "updates on initial-policy rollouts after (R-OPD abstract: 20); "
+                                   "budget.max_updates must equal current_updates + replay_updates")
 
     def __post_init__(self) -> None:
         check(self.current_updates >= 0, "strategy.current_updates", f"must be >= 0, got {self.current_updates}")
@@ -31,6 +31,18 @@ class FixedSchedule(ReplayStrategy):
     name = "fixed_schedule"
     Config = FixedScheduleConfig
     needs_initial_policy = True
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        super().check_config(cfg)
+        s, per = cfg.strategy, cfg.trainer.updates_per_iteration
+        check(cfg.budget.max_updates == s.current_updates + s.replay_updates, "budget.max_updates",
+              f"{cfg.budget.max_updates} != strategy.current_updates + strategy.replay_updates = "
+              f"{s.current_updates} + {s.replay_updates}: set budget.max_updates={s.current_updates + s.replay_updates} "
+              "or change the schedule")
+        check(s.current_updates % per == 0, "strategy.current_updates",
+              f"{s.current_updates} updates is not a whole number of iterations of {per} updates "
+              "(trainer.minibatches x trainer.resample_period), so the switch could not land on it")
 
     def plan(self, ctx: StepContext) -> Plan:
         prompts = ctx.stream.take(ctx.prompts_per_iteration)

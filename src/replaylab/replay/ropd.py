@@ -1,49 +1,57 @@
 """`ropd`: current-policy OPD until the mean gradient stops changing, then initial-policy replay.
 
-ALGORITHMS.md §2.2-2.4. After every current-policy iteration k the trainer hands over the gradient
-of each minibatch (or gradient group, when an iteration has a single update). The trigger compares
-the iteration's mean gradient with the previous comparison's:
+R-OPD (see docs/ropd_trigger.md): after `burn_in` updates, the gradients of every update's
+gradient groups are pooled into windows of `window` updates, and each window's mean is compared
+with the previous window's (`replay.gradient_trigger`: the change against its standard error from
+minibatch noise). After `consecutive` hits in a row the strategy switches, taking effect from the
+next iteration: every later iteration samples the next prompts of the data order from the frozen
+initial policy. Replayed samples are trained with their student log-probs recomputed under the
+current policy; `behaviour_weight_cap` turns on the truncated min(pi_prox / pi_0, c) weight (an
+ablation; needs an objective with an importance ratio).
 
-  norm reading (default, §2.4 A):   mean_k = mean_m ||g_km||,  variation_k = std_m ||g_km|| (ddof 1)
-                                     change_k = |mean_k - mean_prev|
-  sketch reading (§2.4 B):           mean_k = mean_m sketch(g_km) (a vector), change_k = ||mean_k - mean_prev||
-                                     variation_k = sqrt(sum_m ||sketch(g_km) - mean_k||^2 / (M - 1))
-
-A comparison "hits" when change_k <= tolerance * variation_k (within minibatch-level variation);
-after `consecutive` hits in a row the strategy switches, taking effect from the next iteration:
-every later iteration samples the next prompts of the data order from the frozen initial policy.
-Replayed samples are trained with their student log-probs recomputed under the current policy
-(§2.3); `behaviour_weight_cap` turns on the truncated min(pi_prox / pi_0, c) weight (ablation).
+At each comparison the strategy row carries grad_mean, grad_variation (per-minibatch SD),
+grad_change, grad_change_se, grad_change_ratio, hit, consecutive_hits, and switch_iteration once
+it switches.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from replaylab.config_fields import check, check_choice, knob
 from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
+from replaylab.replay.gradient_trigger import Window, WindowSummary, compare
 from replaylab.types import Group
 
 
 @dataclass
 class ROPDConfig(StrategyConfig):
     name: str = knob("ropd", "R-OPD: gradient-triggered switch to initial-policy replay")
-    statistic: str = knob("norm", "norm (per-minibatch gradient norms, §2.4 A; ours as default) | sketch "
-                                  "(sketched gradient vectors, §2.4 B; needs trainer.sketch_dim > 0)")
+    statistic: str = knob("norm", "norm (per-gradient-group norms) | sketch (sketched gradient vectors, "
+                                  "debiased change; needs trainer.sketch_dim > 0)")
+    window: int = knob(8, "updates pooled per comparison window (C); a multiple of the updates per iteration. "
+                          "8: large enough that a steady drift of 0.3 gradient-SD per update is detected "
+                          "(docs/ropd_trigger.md), small enough for several comparisons in a 40-update phase")
     consecutive: int = knob(2, "consecutive hits that trigger the switch (R-OPD abstract: two)")
-    tolerance: float = knob(1.0, "a hit is change <= tolerance x variation (abstract: 'within' = 1.0)")
-    burn_in: int = knob(2, "current-policy iterations before the first statistic is recorded (ours, §2.4: "
-                           "skips the learning-rate warm-up transient)")
+    tolerance: float = knob(1.0, "a hit is change <= tolerance x the change's standard error (1: 'within' "
+                                 "minibatch-level variation, a hit has probability 0.68 under pure noise; 2: 0.95)")
+    burn_in: int = knob(10, "updates before the first window (at least trainer.warmup_updates: no comparison "
+                            "while the learning rate ramps; conf/strategy/ropd.yaml ties it to the warm-up)")
     behaviour_weight_cap: float | None = knob(None, "ablation: truncated behaviour weight min(pi_prox/pi_0, c) on "
-                                                    "replayed samples (§2.3: c = 2); None = recompute only")
+                                                    "replayed samples (c = 2); None = recompute only")
 
     def __post_init__(self) -> None:
         check_choice(self.statistic, "strategy.statistic", ["norm", "sketch"])
+        check(self.window >= 1, "strategy.window", f"must be >= 1 update, got {self.window}")
         check(self.consecutive >= 1, "strategy.consecutive", f"must be >= 1, got {self.consecutive}")
-        check(self.tolerance > 0, "strategy.tolerance", f"must be > 0, got {self.tolerance}")
+        check(self.tolerance > 0 and math.isfinite(self.tolerance), "strategy.tolerance",
+              f"must be a positive number, got {self.tolerance}")
         check(self.burn_in >= 0, "strategy.burn_in", f"must be >= 0, got {self.burn_in}")
+        check(self.behaviour_weight_cap is None or self.behaviour_weight_cap > 0, "strategy.behaviour_weight_cap",
+              f"must be positive or null, got {self.behaviour_weight_cap}")
 
 
 @register_strategy
@@ -51,15 +59,38 @@ class ROPD(ReplayStrategy):
     name = "ropd"
     Config = ROPDConfig
     needs_initial_policy = True
+    reads_gradients = True
     trainers = ("opd",)
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        super().check_config(cfg)
+        s, t = cfg.strategy, cfg.trainer
+        check(s.burn_in >= t.warmup_updates, "strategy.burn_in",
+              f"{s.burn_in} is shorter than trainer.warmup_updates={t.warmup_updates}: comparisons during the "
+              "learning-rate warm-up measure the ramp, not learning")
+        check(s.window % t.updates_per_iteration == 0, "strategy.window",
+              f"{s.window} updates is not a whole number of iterations of {t.updates_per_iteration} updates "
+              "(trainer.minibatches x trainer.resample_period); windows close at iteration boundaries")
+        check(s.window * t.stat_groups >= 2, "strategy.window",
+              "a window needs >= 2 gradients to measure their variation: raise strategy.window or trainer.stat_groups")
+        if s.statistic == "sketch":
+            check(t.sketch_dim > 0, "trainer.sketch_dim", "strategy.statistic=sketch needs a gradient sketch: set trainer.sketch_dim > 0")
+        else:
+            check(t.sketch_dim == 0, "trainer.sketch_dim",
+                  f"{t.sketch_dim} has no effect with strategy.statistic=norm (only the sketch reading uses it): set it to 0")
+        if s.behaviour_weight_cap is not None:
+            check(t.objective != "opd_full_rkl", "strategy.behaviour_weight_cap",
+                  "has no effect under trainer.objective=opd_full_rkl (the exact reverse KL has no importance "
+                  "ratio to weight): use trainer=opd_sampled or leave it null")
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.replaying = False
         self.hits = 0
-        self.prev: torch.Tensor | float | None = None
+        self.window = Window()
+        self.previous: WindowSummary | None = None
         self.switch_iteration: int | None = None  # first iteration trained on replay
-        self.current_iterations = 0
 
     def plan(self, ctx: StepContext) -> Plan:
         prompts = ctx.stream.take(ctx.prompts_per_iteration)
@@ -74,46 +105,46 @@ class ROPD(ReplayStrategy):
                     s.extras["is_cap"] = self.cfg.behaviour_weight_cap
         return fresh + plan.reuse
 
-    def statistic(self, stats: UpdateStats) -> tuple[torch.Tensor | float, float]:
-        """(mean, variation) of one iteration's minibatch gradients."""
+    def readings(self, stats: UpdateStats) -> list[torch.Tensor]:
         if self.cfg.statistic == "norm":
-            norms = torch.tensor(stats.grad_norms, dtype=torch.float64)
-            return float(norms.mean()), float(norms.std(unbiased=True))
+            return [torch.tensor([n], dtype=torch.float64) for n in stats.grad_norms]
         if not stats.grad_sketches:
             raise ValueError("strategy.statistic=sketch needs gradient sketches: set trainer.sketch_dim > 0")
-        g = torch.stack([s.double() for s in stats.grad_sketches])
-        mean = g.mean(0)
-        variation = float(((g - mean).pow(2).sum(1).sum() / (len(g) - 1)).sqrt())
-        return mean, variation
+        return list(stats.grad_sketches)
 
     def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
         if self.replaying:
             return {"replaying": 1.0}
-        self.current_iterations += 1
-        if self.current_iterations <= self.cfg.burn_in:
+        if ctx.update < self.cfg.burn_in:  # this iteration's updates started inside the burn-in
             return {"replaying": 0.0}
-        if len(stats.grad_norms) < 2:
-            raise ValueError("R-OPD needs >= 2 minibatch gradients per iteration: set trainer.minibatches >= 2 "
-                             "or trainer.stat_groups >= 2")
-        mean, variation = self.statistic(stats)
-        out = {"replaying": 0.0, "grad_variation": variation}
-        out["grad_mean"] = float(mean) if isinstance(mean, float) else float(mean.norm())
-        if self.prev is not None:
-            change = abs(mean - self.prev) if isinstance(mean, float) else float((mean - self.prev).norm())
-            hit = change <= self.cfg.tolerance * variation
-            self.hits = self.hits + 1 if hit else 0
-            out.update(grad_change=change, hit=float(hit), consecutive_hits=float(self.hits))
+        self.window.add(self.readings(stats), stats.update - ctx.update)
+        if self.window.updates < self.cfg.window:
+            return {"replaying": 0.0}
+        current = self.window.close()
+        self.window = Window()
+        out = {"replaying": 0.0, "grad_mean": current.mean_size, "grad_variation": math.sqrt(current.variation),
+               "window_gradients": float(current.count)}
+        if self.previous is not None:
+            c = compare(self.previous, current, self.cfg.tolerance)
+            self.hits = self.hits + 1 if c.hit else 0
+            out.update(grad_change=c.change, grad_change_se=c.se, grad_change_ratio=c.ratio, hit=float(c.hit),
+                       consecutive_hits=float(self.hits))
             if self.hits >= self.cfg.consecutive:
                 self.replaying = True
                 self.switch_iteration = stats.iteration + 1
                 out["switch_iteration"] = float(self.switch_iteration)
-        self.prev = mean
+                out["switch_update"] = float(stats.update)
+        self.previous = current
         return out
 
     def state_dict(self) -> dict:
-        return {"replaying": self.replaying, "hits": self.hits, "prev": self.prev,
-                "switch_iteration": self.switch_iteration, "current_iterations": self.current_iterations}
+        prev = self.previous
+        return {"replaying": self.replaying, "hits": self.hits, "window": self.window.state_dict(),
+                "previous": None if prev is None else {"mean": prev.mean, "variation": prev.variation, "count": prev.count},
+                "switch_iteration": self.switch_iteration}
 
     def load_state_dict(self, state: dict) -> None:
-        self.replaying, self.hits, self.prev = state["replaying"], state["hits"], state["prev"]
-        self.switch_iteration, self.current_iterations = state["switch_iteration"], state["current_iterations"]
+        self.replaying, self.hits, self.switch_iteration = state["replaying"], state["hits"], state["switch_iteration"]
+        self.window = Window.from_state(state["window"])
+        prev = state["previous"]
+        self.previous = None if prev is None else WindowSummary(prev["mean"], prev["variation"], prev["count"])

@@ -42,7 +42,7 @@ IDENTITY_FROM_CONFIG: dict[str, str | tuple[str, ...]] = {
     "resample_period": "trainer.resample_period",
 }
 IDENTITY = ("run", "config_hash", *IDENTITY_FROM_CONFIG, "versions")
-SPLITS = ("train", "eval", "strategy")
+SPLITS = ("train", "eval", "strategy", "probe")
 DONE, UNFINISHED = "done", "failed/running"
 # Run directories are named `<trainer>-<strategy>-<hash>` (or `eval-<hash>`): 16 hex digits at the
 # end tell them from other folders that hold a config.yaml (Hydra's .hydra/, wandb's files/).

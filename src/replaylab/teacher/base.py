@@ -20,6 +20,10 @@ class TeacherScorer(Protocol):
         """Fill `teacher_logprobs` (and `teacher_full_logprobs` if `full`) on samples lacking them."""
         ...
 
+    def distribution_model(self):
+        """A local torch model giving full next-token distributions, or None (a server)."""
+        ...
+
 
 def unscored(samples: list[Sample], full: bool) -> list[Sample]:
     return [s for s in samples if s.teacher_logprobs is None or (full and s.teacher_full_logprobs is None)]

@@ -18,6 +18,10 @@ class LocalTeacher:
         self.micro_batch = micro_batch
         self.tokens_scored = 0
 
+    def distribution_model(self) -> torch.nn.Module:
+        """The frozen model whose full next-token distributions diagnostics may read (the probe)."""
+        return self.model
+
     def score(self, samples: list[Sample], full: bool = False) -> None:
         todo = unscored(samples, full)
         if not todo:

@@ -45,6 +45,10 @@ class TeacherServerError(RuntimeError):
 class ServerTeacher:
     provides_full = False
 
+    def distribution_model(self) -> None:
+        """No local model: the server returns sampled-token log-probs only."""
+        return None
+
     def __init__(self, url: str, model_name: str, micro_batch: int = 256, concurrency: int = 4,
                  timeout_s: float = 600.0, retries: int = 3, api_key: str | None = None):
         """`url`: the server's OpenAI base URL, e.g. http://host:8000/v1 (a URL without /v1 gets it
