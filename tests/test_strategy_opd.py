@@ -103,3 +103,20 @@ def test_ropd_switches_in_a_real_run_and_stops_fresh_generation(run_train):
     rows = load_rows(path)
     fresh = [r["ledger_fresh_trajectories"] for r in rows if r["split"] == "train" and r["metric"] == "reverse_kl"]
     assert fresh == [8, 16, 24, 32, 40, 40, 40]
+
+
+def test_ropd_switches_soon_for_a_frozen_student_and_later_for_a_learning_one(run_train):
+    # Windows of 4 updates after a 2-update warm-up: comparisons at updates 10, 14, 18, ...
+    # Measured on the micro world: frozen (lr 1e-12) at update 22 (third comparison), learning at 50.
+    shape = ["strategy=ropd", "trainer.warmup_updates=2", "strategy.window=4", "budget.max_updates=60",
+             "trainer.prompts_per_iteration=16", "eval.suite=none", "eval.probe_size=0"]
+    _, frozen = run_train(shape + ["trainer.lr=1e-12"])
+    _, learning = run_train(shape + ["trainer.lr=1e-3"])
+    frozen_switch = strategy_rows(frozen, "switch_iteration")
+    learning_switch = strategy_rows(learning, "switch_iteration")
+    assert len(frozen_switch) == 1 and list(frozen_switch.values())[0] <= 2 + 4 * 6  # within 4 comparisons
+    later = list(learning_switch.values())[0] if learning_switch else 61
+    assert later >= list(frozen_switch.values())[0] + 2 * 4
+    # while it learns, the change is many standard errors (the statistic has power on real gradients)
+    first_ratio = min(strategy_rows(learning, "grad_change_ratio").items())[1]
+    assert first_ratio > 3

@@ -13,7 +13,7 @@ import sys
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from replaylab.config import register_configs
+from replaylab.config import register_configs, to_object
 from replaylab.paths import conf_dir
 from replaylab.runs import is_done, run_dir
 
@@ -36,6 +36,7 @@ def plan(overrides: list[str]) -> list[dict]:
         cells = []
         for cell in expand(params):
             cfg = compose(config_name="config", overrides=overrides + cell)
+            to_object(cfg)  # every cell passes the run's config checks, or the listing fails naming the key
             path = run_dir(cfg)
             cells.append({
                 "strategy": cfg.strategy.name, "model": cfg.model.name_or_path,

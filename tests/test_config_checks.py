@@ -1,0 +1,84 @@
+"""Settings without effect and pairs that cannot run fail at config time, naming the key.
+
+Each case was once accepted and then silently ignored (or failed only after the models loaded).
+In-process through the config composition the CLI uses; the CLI itself is checked for exit code,
+time and that no run directory appears.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import compose
+from replaylab.config import ConfigError, to_object
+
+SILENT_BEFORE = [
+    # (overrides, key the error must name)
+    (["strategy=ropd", "strategy.behaviour_weight_cap=2"], "strategy.behaviour_weight_cap"),  # opd_full_rkl
+    (["trainer.is_cap=2", "strategy=initial"], "trainer.is_cap"),  # opd_full_rkl has no ratio
+    (["trainer.aggregation=dr_grpo"], "trainer.aggregation"),  # was a token mean for OPD
+    (["trainer=opd_sampled", "trainer.aggregation=dr_grpo"], "trainer.aggregation"),
+    (["strategy=fixed_schedule"], "budget.max_updates"),  # 1000 updates = 40 current + 960 replay
+    (["strategy=fixed_schedule", "budget.max_updates=60", "trainer.minibatches=4", "strategy.current_updates=42",
+      "strategy.replay_updates=18"], "strategy.current_updates"),
+    (["trainer.clip_high=0.28"], "trainer.clip_high"),
+    (["trainer.clip_low=0.1"], "trainer.clip_low"),
+    (["trainer.kl_coef=0.1"], "trainer.kl_coef"),
+    (["trainer=opd_sampled", "trainer.dual_clip=10"], "trainer.dual_clip"),
+    (["trainer.advantage=center"], "trainer.advantage"),
+    (["trainer.opd_coef=2"], "trainer.opd_coef"),  # the exact KL has no advantage to scale
+    (["trainer=grpo", "teacher=none", "trainer.opd_coef=2"], "trainer.opd_coef"),
+    (["trainer=opd_sampled", "trainer.is_cap=2"], "trainer.is_cap"),  # current never replays
+    (["trainer.stat_groups=8"], "trainer.stat_groups"),  # current reads no gradients
+    (["trainer.sketch_dim=16"], "trainer.sketch_dim"),
+    (["strategy=ropd", "trainer.sketch_dim=16"], "trainer.sketch_dim"),  # the norm reading ignores it
+    (["strategy=ropd", "strategy.statistic=sketch"], "trainer.sketch_dim"),  # ... and the sketch needs it
+    (["strategy=ropd", "strategy.burn_in=5"], "strategy.burn_in"),  # inside the 10-update warm-up
+    (["strategy=ropd", "trainer.minibatches=4", "strategy.window=6"], "strategy.window"),
+    (["strategy=recent", "trainer.minibatches=4", "strategy.current_updates=42"], "strategy.current_updates"),
+    (["strategy=recent", "strategy.window=50"], "strategy.window"),  # longer than the current phase
+    (["eval.samples=4"], "eval.samples"),  # tiny8 is greedy: forced to 1
+    (["eval.top_p=0.9"], "eval.top_p"),
+    (["trainer=grpo", "teacher=none", "strategy=ropd"], "strategy"),  # failed after the models loaded
+    (["teacher=none"], "teacher"),
+    (["trainer.kind=grpo", "trainer.samples_per_prompt=2"], "trainer.kind"),  # kind vs objective
+]
+
+
+@pytest.mark.parametrize("overrides,key", SILENT_BEFORE, ids=[" ".join(o) for o, _ in SILENT_BEFORE])
+def test_setting_without_effect_is_a_config_error(overrides, key):
+    with pytest.raises(ConfigError) as err:
+        to_object(compose(overrides))
+    assert str(err.value).startswith(key + ":"), str(err.value)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["strategy=ropd"], ["strategy=ropd", "strategy.statistic=sketch", "trainer.sketch_dim=32"],
+    ["trainer=opd_sampled", "strategy=ropd", "strategy.behaviour_weight_cap=2", "trainer.clip_high=0.28"],
+    ["trainer=opd_sampled", "strategy=initial", "trainer.is_cap=2"],
+    ["strategy=fixed_schedule", "budget.max_updates=60"],
+    ["strategy=recent", "trainer.minibatches=4", "budget.max_updates=60"],
+    ["trainer=grpo", "teacher=none", "trainer.aggregation=dr_grpo", "trainer.kl_coef=0.01", "trainer.dual_clip=10"],
+    ["eval.temperature=0.6", "eval.samples=4", "eval.top_p=0.95"],
+    ["trainer.warmup_updates=20", "strategy=ropd"],  # burn-in follows the warm-up
+])
+def test_settings_with_effect_pass(overrides):
+    to_object(compose(overrides))
+
+
+def test_ropd_burn_in_follows_the_warm_up():
+    assert to_object(compose(["strategy=ropd", "trainer.warmup_updates=20"])).strategy.burn_in == 20
+
+
+def test_cli_refuses_in_seconds_without_a_run_directory(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "replaylab.train", "strategy=ropd", "strategy.behaviour_weight_cap=2",
+         f"output_root={tmp_path}", "wandb.enabled=false"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "strategy.behaviour_weight_cap" in proc.stderr
+    assert not any(p.name != "hydra" for p in tmp_path.iterdir())  # no run directory, no model loaded
