@@ -70,7 +70,8 @@ else:
 GROUPS = {
     "zero_variance": r"zero_variance",
     "replay": r"replay",
-    "importance_weights": r"behaviour_weight|ratio|clip_frac|is_weight",
+    # not a bare "ratio": it would also match switch_iteration and grad_change_ratio
+    "importance_weights": r"behaviour_weight|^ratio_|log_ratio|clip_frac|is_weight",
 }
 for name, pattern in GROUPS.items():
     found = plots.metrics_matching(df, pattern)
@@ -79,6 +80,22 @@ for name, pattern in GROUPS.items():
         continue
     panels = [(split, metric, None) for split, metric in found]
     plots.save(plots.grid(df, panels, f"{EXPERIMENT_DIR.name}: {name}"), f"diagnostics_{name}")'''),
+        ("markdown", "## The R-OPD premise on a fixed probe\n\nEvery run draws the same probe set of initial-policy "
+                     "rollouts before its first update and measures it at every evaluation: the current student's mean "
+                     "per-token log-likelihood of those tokens (`probe_student_logprob`: falls if the student moves away "
+                     "from its initial prefixes) and the teacher-student reverse KL on them (`probe_reverse_kl`: the "
+                     "disagreement that is left there). Below: R-OPD's trigger statistic (change of window means in "
+                     "standard errors; the switch needs consecutive values under the tolerance) and the age of the "
+                     "trained samples."),
+        ("code", '''\
+PREMISE = [("probe", "probe_student_logprob", None), ("probe", "probe_reverse_kl", None),
+           ("strategy", "grad_change_ratio", None), ("train", "staleness_mean", None)]
+present = set(zip(df["split"], df["metric"]))
+panels = [p for p in PREMISE if p[:2] in present]
+if panels:
+    plots.save(plots.grid(df, panels, f"{EXPERIMENT_DIR.name}: probe set, trigger and staleness"), "diagnostics_probe")
+else:
+    print("no probe / trigger / staleness rows in this experiment")'''),
         ("code", '''\
 LEDGER = ("ledger_replayed_samples", "ledger_fresh_trajectories", "ledger_initial_trajectories", "ledger_teacher_tokens_scored")
 ledger = plots.ledger_rows(df, LEDGER)

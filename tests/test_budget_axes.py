@@ -19,7 +19,7 @@ def test_resampling_period_generates_every_k_updates_and_keeps_behaviour(run_tra
         return real(model, samples, *args, **kwargs)
 
     monkeypatch.setattr(trainer_mod, "minibatch_loss", spy)
-    summary, path = run_train(["trainer.resample_period=3", "trainer.stat_groups=1", "budget.max_updates=6"])
+    summary, path = run_train(["trainer.resample_period=3", "budget.max_updates=6"])
     assert summary["updates"] == 6 and summary["iterations"] == 2
     assert summary["fresh_trajectories"] == 2 * 8 and summary["reused_passes"] == 2 * 2
     fresh = [r["ledger_fresh_trajectories"] for r in load_rows(path) if r["split"] == "train" and r["metric"] == "loss"]

@@ -76,7 +76,7 @@ def test_two_ranks_match_one_process(tmp_path, mode):
 
 
 def test_ropd_decisions_do_not_depend_on_world_size(tmp_path):
-    extra = ["strategy=ropd", "strategy.burn_in=0", "budget.max_updates=6"]
+    extra = ["strategy=ropd", "trainer.warmup_updates=0", "strategy.burn_in=0", "strategy.window=1", "budget.max_updates=6"]
     single(tmp_path / "one", extra)
     torchrun(tmp_path / "two", extra + ["trainer.distributed=ddp"])
 

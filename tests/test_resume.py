@@ -38,7 +38,9 @@ def only_run(root):
     return runs[0]
 
 
-@pytest.mark.parametrize("extra", [["trainer=opd"], ["trainer=opd", "strategy=ropd", "strategy.tolerance=1e9"]],
+# R-OPD: every comparison hits; windows of one update after no warm-up: replay from iteration 3.
+@pytest.mark.parametrize("extra", [["trainer=opd"], ["trainer=opd", "strategy=ropd", "strategy.tolerance=1e9",
+                                                     "trainer.warmup_updates=0", "strategy.window=1"]],
                          ids=["opd-current", "ropd-mid-replay"])
 def test_sigkill_then_rerun_reproduces_rows(tmp_path, extra):
     full = tmp_path / "full"
@@ -70,7 +72,8 @@ def test_nan_loss_stops_with_clear_error_and_keeps_checkpoint(run_train, monkeyp
     def poisoned(*args, **kwargs):
         loss, metrics = real(*args, **kwargs)
         calls["n"] += 1
-        return (loss * float("nan") if calls["n"] > 2 * 4 else loss), metrics  # update 3 (4 gradient groups each)
+        # update 3: one backward per update (current reads no gradient groups)
+        return (loss * float("nan") if calls["n"] > 2 else loss), metrics
 
     monkeypatch.setattr(trainer_mod, "minibatch_loss", poisoned)
     overrides = ["budget.max_updates=5", "trainer.checkpoint_every=1"]
