@@ -41,11 +41,13 @@ def test_notebooks_run_on_a_real_tiny_grid(run_train, tmp_path):
     root = tmp_path / "runs"
     for strategy in ("current", "ropd"):
         for order in (0, 1):
-            run_train([f"strategy={strategy}", f"order={order}", "experiment=tiny_grid", "strategy.burn_in=0"
-                       if strategy == "ropd" else "trainer.eval_every=2", "budget.max_updates=4"], output_root=root)
+            extra = (["trainer.warmup_updates=0", "strategy.burn_in=0", "strategy.window=1"] if strategy == "ropd"
+                     else ["trainer.eval_every=2"])
+            run_train([f"strategy={strategy}", f"order={order}", "experiment=tiny_grid", *extra, "budget.max_updates=4"],
+                      output_root=root)
     times = run_notebooks(root / "tiny_grid", tmp_path / "figures", executed_dir=tmp_path / "executed")
     assert set(times) == set(FIGURES)
-    for png in FIGURES["tables"] + FIGURES["curves"]:
+    for png in FIGURES["tables"] + FIGURES["curves"] + ["diagnostics_probe.png"]:  # real runs carry probe rows
         assert (tmp_path / "figures" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     assert "ropd" in (tmp_path / "executed" / "tables.ipynb").read_text()
 
