@@ -37,8 +37,10 @@ def check_objective(cfg) -> None:
     t = cfg.trainer
     check_choice(t.objective, "trainer.objective", sorted(OBJECTIVE_KIND))
     kind = OBJECTIVE_KIND[t.objective]
-    check(t.kind == kind, "trainer.kind", f"{t.kind!r} does not match trainer.objective={t.objective!r} (a {kind} objective)")
-    check_choice(t.aggregation, "trainer.aggregation", AGGREGATIONS[kind])
+    check(t.kind == kind, "trainer.kind", f"{t.kind!r} does not match trainer.objective={t.objective!r} (objective family {kind!r})")
+    check(t.aggregation in AGGREGATIONS[kind], "trainer.aggregation",
+          f"{t.aggregation!r} is not a {kind} aggregation; allowed: {AGGREGATIONS[kind]} (dr_grpo's constant "
+          "normaliser is a GRPO-family choice; OPD averages over tokens (dapo) or over sequences (grpo))")
     default = defaults_of(t)
     for key in sorted(OBJECTIVE_SPECIFIC - OBJECTIVE_FIELDS[t.objective]):
         value = getattr(t, key)
