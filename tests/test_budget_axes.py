@@ -9,16 +9,16 @@ from replaylab.config import ConfigError, to_object
 
 
 def test_resampling_period_generates_every_k_updates_and_keeps_behaviour(run_train, monkeypatch):
-    import replaylab.trainer as trainer_mod
+    from replaylab.objectives.opd import OPDFullReverseKL
 
     seen = []  # (update before the step, sample ids, behaviour log-prob sums, versions)
-    real = trainer_mod.minibatch_loss
+    real = OPDFullReverseKL.loss
 
-    def spy(model, samples, *args, **kwargs):
+    def spy(self, model, samples, *args, **kwargs):
         seen.append([(s.sample_id, float(s.behaviour_logprobs.sum()), s.policy_version, s.source) for s in samples])
-        return real(model, samples, *args, **kwargs)
+        return real(self, model, samples, *args, **kwargs)
 
-    monkeypatch.setattr(trainer_mod, "minibatch_loss", spy)
+    monkeypatch.setattr(OPDFullReverseKL, "loss", spy)
     summary, path = run_train(["trainer.resample_period=3", "budget.max_updates=6"])
     assert summary["updates"] == 6 and summary["iterations"] == 2
     assert summary["fresh_trajectories"] == 2 * 8 and summary["reused_passes"] == 2 * 2

@@ -1,4 +1,4 @@
-"""Tests of the model-free pieces of replaylab.objectives: group advantages, importance weights,
+"""Tests of the model-free pieces of replaylab.losses: group advantages, importance weights,
 aggregation, the registry and argument validation. References are written as explicit loops."""
 
 from __future__ import annotations
@@ -8,17 +8,17 @@ import math
 import pytest
 import torch
 
-from replaylab.objectives import (
-    OBJECTIVES,
+from replaylab.losses import (
+    LOSSES,
     aggregate,
-    get_objective,
+    get_loss,
     grpo_loss,
     group_advantages,
     off_policyness,
     opd_full_rkl_loss,
     opd_sampled_loss,
     policy_ratio,
-    register_objective,
+    register_loss,
     truncated_behaviour_weight,
     weight_metrics,
 )
@@ -112,14 +112,14 @@ def test_aggregate_modes_and_errors():
 
 
 def test_registry():
-    assert OBJECTIVES["grpo"] is grpo_loss and get_objective("grpo") is grpo_loss
-    assert get_objective("opd_sampled") is opd_sampled_loss
-    assert get_objective("opd_full_rkl") is opd_full_rkl_loss
+    assert LOSSES["grpo"] is grpo_loss and get_loss("grpo") is grpo_loss
+    assert get_loss("opd_sampled") is opd_sampled_loss
+    assert get_loss("opd_full_rkl") is opd_full_rkl_loss
     with pytest.raises(KeyError, match="grpo, opd_full_rkl, opd_sampled"):
-        get_objective("ppo")
+        get_loss("ppo")
     with pytest.raises(ValueError, match="already registered"):
-        register_objective("grpo")(lambda: None)
-    assert register_objective("grpo")(grpo_loss) is grpo_loss  # idempotent for the same function
+        register_loss("grpo")(lambda: None)
+    assert register_loss("grpo")(grpo_loss) is grpo_loss  # idempotent for the same function
 
 
 def test_argument_validation():
@@ -139,7 +139,7 @@ def test_argument_validation():
     with pytest.raises(ValueError, match="is_cap"):
         opd_sampled_loss(lp, lp, lp, mask, clip_low=0.2, is_cap=2.0)
     with pytest.raises(ValueError, match="allowed"):
-        opd_sampled_loss(lp, lp, lp, mask, aggregation="dapo")
+        opd_sampled_loss(lp, lp, lp, mask, aggregation="dr_grpo")
     with pytest.raises(ValueError, match=r"\(B, T, V\)"):
         opd_full_rkl_loss(torch.zeros(2, 3, 4), torch.zeros(2, 3, 5), mask)
 

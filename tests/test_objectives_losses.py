@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from replaylab.objectives import grpo_loss, opd_full_rkl_loss, opd_sampled_loss
+from replaylab.losses import grpo_loss, opd_full_rkl_loss, opd_sampled_loss
 
 V = 16
 P = 3  # prompt length (shared, so no left padding is needed)
@@ -238,7 +238,7 @@ def brute_opd(logits, batch, old, teacher_lp, cfg, aggregation):
     return brute_aggregate(terms, aggregation)
 
 
-@pytest.mark.parametrize("aggregation", ["token", "seq"])
+@pytest.mark.parametrize("aggregation", ["dapo", "grpo"])
 @pytest.mark.parametrize("name", list(OPD_CONFIGS))
 def test_opd_sampled_matches_brute_force(student, teacher, batch, aggregation, name):
     cfg = OPD_CONFIGS[name]
@@ -271,7 +271,7 @@ def test_opd_sampled_matches_brute_force(student, teacher, batch, aggregation, n
 # ----------------------------------------------------------------------------- OPD full RKL
 
 
-@pytest.mark.parametrize("aggregation", ["token", "seq"])
+@pytest.mark.parametrize("aggregation", ["dapo", "grpo"])
 def test_opd_full_rkl_matches_brute_force(student, teacher, batch, aggregation):
     with torch.no_grad():
         teacher_full = torch.log_softmax(response_logits(teacher, batch["prompt"], batch["resp"]), -1)
@@ -449,7 +449,7 @@ def test_masked_positions_do_not_leak_opd(student, teacher, batch):
             logits, t_full = garbage(logits, mask, float("nan")), garbage(t_full, mask, float("-inf"))
             ids = torch.where(mask, resp, -100)
         sampled, ms = opd_sampled_loss(lp, old, t_lp, mask, clip_low=0.2, clip_high=0.28,
-                                       behaviour_weight=bw, aggregation="seq")
+                                       behaviour_weight=bw, aggregation="grpo")
         full, mf = opd_full_rkl_loss(logits, t_full, mask, token_ids=ids)
         return [sampled, full], [param_grad(sampled, student), param_grad(full, student)], [ms, mf]
 

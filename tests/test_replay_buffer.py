@@ -23,14 +23,14 @@ def token_rewards(monkeypatch, modulus: int) -> None:
     """Grade with a deterministic stand-in: reward 1 iff the response's token-id sum is divisible by
     `modulus` (about 1/modulus of the samples). The micro world's student solves nothing within a
     few updates, so real grading would give all-zero groups and no strategy would have anything to do."""
-    import replaylab.trainer as trainer_mod
+    import replaylab.objectives.grpo as grpo_mod
 
     def grade(samples, tokenizer, grader):
         for s in samples:
             if s.reward is None:
                 s.reward = float(int(s.response_ids.sum()) % modulus == 0)
 
-    monkeypatch.setattr(trainer_mod, "grade_rewards", grade)
+    monkeypatch.setattr(grpo_mod, "grade_rewards", grade)
 
 
 class SimulatedKill(Exception):

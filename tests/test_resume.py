@@ -64,18 +64,18 @@ def test_sigkill_then_rerun_reproduces_rows(tmp_path, extra):
 
 
 def test_nan_loss_stops_with_clear_error_and_keeps_checkpoint(run_train, monkeypatch):
-    import replaylab.trainer as trainer_mod
+    from replaylab.objectives.opd import OPDFullReverseKL
 
-    real = trainer_mod.minibatch_loss
+    real = OPDFullReverseKL.loss
     calls = {"n": 0}
 
-    def poisoned(*args, **kwargs):
-        loss, metrics = real(*args, **kwargs)
+    def poisoned(self, *args, **kwargs):
+        loss, metrics = real(self, *args, **kwargs)
         calls["n"] += 1
         # update 3: one backward per update (current reads no gradient groups)
         return (loss * float("nan") if calls["n"] > 2 else loss), metrics
 
-    monkeypatch.setattr(trainer_mod, "minibatch_loss", poisoned)
+    monkeypatch.setattr(OPDFullReverseKL, "loss", poisoned)
     overrides = ["budget.max_updates=5", "trainer.checkpoint_every=1"]
     with pytest.raises(TrainingDiverged, match="non-finite loss .* update 3"):
         run_train(overrides)

@@ -23,7 +23,7 @@ def group(uid: str, rewards: list[float], tag: str) -> Group:
 
 def compose(s: POPO, it: int, groups: list[Group]) -> list[Group]:
     stream = PromptStream([Prompt("x", "x", (1,), "0")], [0])
-    return s.compose(groups, Plan(), StepContext(it, it, len(groups), 4, 1, 100, stream, random.Random(0)))
+    return s.compose(groups, [], Plan(), StepContext(it, it, len(groups), 4, 1, 100, stream, random.Random(0)))
 
 
 def test_priority_age_limit_use_once_and_prompt_exclusion():
@@ -36,7 +36,7 @@ def test_priority_age_limit_use_once_and_prompt_exclusion():
     out = compose(s, 2, [group("z1", [0.0] * 4, "t2"), group("z2", [1.0] * 4, "t2"), group("b", half, "t2")])
     assert [g.prompt.uid for g in out] == ["a", "old", "b"]
     assert out[2].samples[0].sample_id == "t2-b-0"  # effective fresh groups stay
-    assert all(x.extras == {"ratio_base": "proximal", "is_cap": 2.0} and x.source == "replay"
+    assert all((x.off_policy.ratio_base, x.off_policy.is_cap) == ("proximal", 2.0) and x.source == "replay"
                for g in out[:2] for x in g.samples)
     # a and old were used once; b from t1 and from t2 remain.
     out = compose(s, 5, [group("z3", [0.0] * 4, "t5")])
@@ -52,9 +52,9 @@ def test_only_zero_variance_groups_are_replaced(run_train, monkeypatch):
     replaced = 0
     original = POPO.compose
 
-    def spy(self, fresh, plan, ctx):
+    def spy(self, fresh, initial, plan, ctx):
         nonlocal replaced
-        out = original(self, fresh, plan, ctx)
+        out = original(self, fresh, initial, plan, ctx)
         assert len(out) == len(fresh)
         for f, g in zip(fresh, out):
             if g is f:
@@ -66,7 +66,7 @@ def test_only_zero_variance_groups_are_replaced(run_train, monkeypatch):
                 it, uid, rewards = effective[s.sample_id]
                 assert 1 <= ctx.iteration - it <= 8 and uid == g.prompt.uid and s.sample_id not in used
                 assert s.source == "replay" and s.policy_version < ctx.update
-                assert s.extras["is_cap"] == 2.0 and s.extras["ratio_base"] == "proximal"
+                assert s.off_policy.is_cap == 2.0 and s.off_policy.ratio_base == "proximal"
             assert g.rewards == rewards  # its own stored rewards: the trainer z-scores within the stored group
             used.update(s.sample_id for s in g.samples)
         for f in fresh:

@@ -10,7 +10,7 @@ import random
 import torch
 
 from conftest import load_rows
-from replaylab.losses import old_logprobs
+from replaylab.objectives.inputs import old_logprobs
 from replaylab.replay.base import PromptStream, StepContext
 from replaylab.replay.repo import RePO, RePOConfig, best_variance_subset
 from replaylab.types import Prompt, Sample
@@ -86,7 +86,7 @@ def test_replayed_rows_are_the_stored_samples_with_behaviour_ratio(run_train, mo
                 logp, version, it, reward, uid = fresh[s.sample_id]
                 assert torch.equal(s.behaviour_logprobs, logp)  # as generated (a clone taken back then)
                 assert s.policy_version == version < ctx.update and it < ctx.iteration
-                assert s.extras["ratio_base"] == "behaviour" and s.extras["is_cap"] is None
+                assert s.off_policy.ratio_base == "behaviour" and s.off_policy.is_cap is None
                 assert old_logprobs(s) is s.behaviour_logprobs  # the loss ratio is taken against mu
                 assert s.reward == reward and uid == g.prompt.uid
                 checked.append(ctx.iteration)

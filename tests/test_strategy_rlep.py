@@ -40,7 +40,7 @@ def test_replays_only_stored_successes_at_most_k_per_group(run_train, monkeypatc
             assert len(stored) == min(2, len(pools.get(uid, ())))  # k = 2; fewer when the pool is smaller
             assert {s.sample_id for s in stored} <= pools.get(uid, set()) and len({s.sample_id for s in stored}) == len(stored)
             assert all(s.reward == 1.0 and s.policy_version == 0 for s in stored)
-            assert all(s.extras["ratio_base"] == "proximal" and s.extras["is_cap"] is None for s in stored)
+            assert all(s.off_policy.ratio_base == "proximal" and s.off_policy.is_cap is None for s in stored)
             assert labels is None  # one z-score over the whole enlarged group
             replayed += len(stored)
     assert replayed > 0 and summary["replayed_samples"] == replayed

@@ -7,6 +7,7 @@ import copy
 import torch
 
 from replaylab.config import Config
+from replaylab.objectives import Objective, build_objective
 from replaylab.models.loading import load_causal_lm, load_tokenizer, resolve_path
 from replaylab.replay.base import PromptStream, build_strategy
 from replaylab.rollout.base import SamplingParams
@@ -48,17 +49,12 @@ def build_generator(cfg: Config, model, tokenizer):
     return D.GatheredGenerator(inner, model)
 
 
-def build_teacher(cfg: Config, device: torch.device, tokenizer):
+def build_teacher(cfg: Config, objective: Objective, device: torch.device, tokenizer):
+    """The teacher the objective needs, or None (pairs that cannot work fail in config_checks)."""
     t = cfg.teacher
-    if cfg.trainer.kind != "opd":
+    if not objective.needs_teacher:
         return None
-    if t.kind == "none":
-        raise ValueError("teacher.kind=none but trainer.kind=opd needs a teacher (pick teacher=tiny_teacher or another)")
     if t.kind == "server":
-        if cfg.trainer.objective == "opd_full_rkl":
-            raise ValueError("trainer.objective=opd_full_rkl needs the teacher's full-vocabulary log-probs, which a "
-                             "vLLM server does not return (only the sampled tokens' prompt log-probs): use "
-                             "trainer=opd_sampled (trainer.objective=opd_sampled) with teacher.kind=server, or a local teacher")
         from replaylab.teacher.server import ServerTeacher
 
         return ServerTeacher(t.server_url, t.name_or_path, micro_batch=t.micro_batch)
@@ -118,17 +114,15 @@ def build_components(cfg: Config) -> Components:
                          "torchrun --nproc_per_node=N -m replaylab.train ... (or launcher=slurm with tasks_per_node=N)")
     device = info.device if info.world_size > 1 else pick_device(cfg.trainer.device)
     strategy = build_strategy(cfg.strategy)
-    if cfg.trainer.kind not in strategy.trainers:
-        raise ValueError(f"strategy {cfg.strategy.name!r} works with trainer kinds {list(strategy.trainers)}, "
-                         f"not trainer.kind={cfg.trainer.kind!r}")
+    objective = build_objective(cfg.trainer, cfg.budget.max_response_tokens, cfg.rollout.temperature)
     policy, tokenizer = load_policy(cfg, device)
     # Frozen copies (KL reference, initial policy) are taken before the policy is wrapped.
-    ref = copy.deepcopy(policy).eval().requires_grad_(False) if cfg.trainer.kind == "grpo" and cfg.trainer.kl_coef > 0 else None
+    ref = copy.deepcopy(policy).eval().requires_grad_(False) if objective.needs_reference() else None
     initial = copy.deepcopy(policy).eval().requires_grad_(False) if strategy.needs_initial_policy else None
     if cfg.trainer.distributed != "none":
         policy = D.wrap_model(policy, cfg.trainer.distributed, device)
     generator = build_generator(cfg, policy, tokenizer)
-    teacher = build_teacher(cfg, device, tokenizer)
+    teacher = build_teacher(cfg, objective, device, tokenizer)
     grader = build_grader(cfg)
     rows = training_rows(cfg.data.name, cfg.data.size, cfg.data.seed, cfg.data.data_root)
     prompts = render_prompts(rows, tokenizer, cfg.data.instruction, cfg.data.enable_thinking)
@@ -142,4 +136,5 @@ def build_components(cfg: Config) -> Components:
         from replaylab.rollout.hf import HFGenerator
 
         initial_generator = HFGenerator(initial, tokenizer, micro_batch=cfg.rollout.micro_batch)
-    return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref, initial_generator)
+    return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref, initial_generator,
+                      objective)

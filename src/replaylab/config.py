@@ -16,6 +16,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from replaylab.config_checks import check_run
 from replaylab.config_fields import ConfigError, check, check_choice, knob
+from replaylab.objectives import OBJECTIVES
 from replaylab.models.tiny_spec import TinyModelSize, TinyWorldConfig
 
 
@@ -107,8 +108,9 @@ class RolloutConfig:
 class TrainerConfig:
     """The common trainer: objective, optimizer, batch shape and cadences."""
 
-    kind: str = knob("opd", "opd (teacher-scored reverse KL) | grpo (verifiable reward)")
-    objective: str = knob("opd_full_rkl", "objectives registry key: opd_full_rkl | opd_sampled (OPD, kind opd) | grpo (kind grpo)")
+    objective: str = knob("opd_full_rkl", "objectives registry key (replaylab.objectives): opd_full_rkl | opd_sampled | grpo")
+    kind: str = knob("${objective_family:${.objective}}", "the objective's family, derived from trainer.objective: "
+                                                          "opd (teacher-scored) | grpo (verifiable reward); do not set")
     lr: float = knob(1e-3, "peak learning rate (AdamW)")
     betas: list[float] = knob([0.9, 0.98], "AdamW betas")
     eps: float = knob(1e-8, "AdamW epsilon")
@@ -139,7 +141,6 @@ class TrainerConfig:
 
     def __post_init__(self) -> None:
         p = "trainer."
-        check_choice(self.kind, p + "kind", ["opd", "grpo"])
         check_choice(self.aggregation, p + "aggregation", ["grpo", "dapo", "dr_grpo"])
         check_choice(self.advantage, p + "advantage", ["zscore", "center"])
         check_choice(self.device, p + "device", ["auto", "cpu", "cuda"])
@@ -242,6 +243,14 @@ class Config:
               f"{b.max_updates} updates do not match the trajectory budget: {b.max_trajectories} trajectories = {iterations} "
               f"iterations x {t.updates_per_iteration} updates each (trainer.minibatches x trainer.resample_period) = "
               f"{iterations * t.updates_per_iteration} updates")
+
+
+def objective_family(name: str) -> str:
+    """`trainer.kind` is this resolver of `trainer.objective` (unknown names fail in config_checks)."""
+    return OBJECTIVES[name].family if name in OBJECTIVES else f"<unknown objective {name}>"
+
+
+OmegaConf.register_new_resolver("objective_family", objective_family, replace=True)
 
 
 def register_configs() -> None:

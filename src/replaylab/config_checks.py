@@ -12,19 +12,11 @@ from __future__ import annotations
 from dataclasses import MISSING, fields
 
 from replaylab.config_fields import check, check_choice
+from replaylab.objectives import OBJECTIVES  # the package import registers every objective
 from replaylab.replay import STRATEGIES  # the package import registers every strategy
 
-# The objective family each objective belongs to (it decides what scores a sample: teacher or grader).
-OBJECTIVE_KIND = {"opd_full_rkl": "opd", "opd_sampled": "opd", "grpo": "grpo"}
-# Trainer fields only some objectives read; every other objective ignores them.
-OBJECTIVE_FIELDS = {
-    "opd_full_rkl": set(),  # exact KL: no ratio, no clip, no advantage
-    "opd_sampled": {"clip_low", "clip_high", "opd_coef", "is_cap"},
-    "grpo": {"clip_low", "clip_high", "dual_clip", "kl_coef", "advantage", "is_cap"},
-}
-OBJECTIVE_SPECIFIC = set().union(*OBJECTIVE_FIELDS.values())
-# Loss aggregations each family implements (dr_grpo's constant normaliser is a GRPO-family choice).
-AGGREGATIONS = {"opd": ["dapo", "grpo"], "grpo": ["dapo", "grpo", "dr_grpo"]}
+# Trainer fields that only some objectives read (each objective declares which in `Objective.reads`).
+OBJECTIVE_SPECIFIC = ("clip_low", "clip_high", "dual_clip", "kl_coef", "advantage", "is_cap", "opd_coef")
 # Decoding fields that only act when sampling (temperature > 0).
 SAMPLING_EVAL_FIELDS = ("top_p", "top_k", "samples")
 
@@ -35,29 +27,33 @@ def defaults_of(obj) -> dict:
 
 def check_objective(cfg) -> None:
     t = cfg.trainer
-    check_choice(t.objective, "trainer.objective", sorted(OBJECTIVE_KIND))
-    kind = OBJECTIVE_KIND[t.objective]
-    check(t.kind == kind, "trainer.kind", f"{t.kind!r} does not match trainer.objective={t.objective!r} (objective family {kind!r})")
-    check(t.aggregation in AGGREGATIONS[kind], "trainer.aggregation",
-          f"{t.aggregation!r} is not a {kind} aggregation; allowed: {AGGREGATIONS[kind]} (dr_grpo's constant "
-          "normaliser is a GRPO-family choice; OPD averages over tokens (dapo) or over sequences (grpo))")
+    check_choice(t.objective, "trainer.objective", sorted(OBJECTIVES))
+    objective = OBJECTIVES[t.objective]
+    check(t.kind == objective.family, "trainer.kind",
+          f"{t.kind!r} does not match trainer.objective={t.objective!r} (objective family {objective.family!r}); "
+          "trainer.kind follows the objective: leave it unset")
+    check(t.aggregation in objective.aggregations, "trainer.aggregation",
+          f"{t.aggregation!r} is not an aggregation of {t.objective}; allowed: {list(objective.aggregations)} (dr_grpo's "
+          "constant normaliser is a GRPO-family choice; OPD averages over tokens (dapo) or over sequences (grpo))")
     default = defaults_of(t)
-    for key in sorted(OBJECTIVE_SPECIFIC - OBJECTIVE_FIELDS[t.objective]):
+    for key in OBJECTIVE_SPECIFIC:
         value = getattr(t, key)
-        check(value == default[key], f"trainer.{key}",
-              f"{value!r} has no effect under trainer.objective={t.objective}; leave it at {default[key]!r} "
-              f"(it acts under: {', '.join(o for o, f in OBJECTIVE_FIELDS.items() if key in f)})")
+        if key not in objective.reads:
+            readers = [name for name, cls in sorted(OBJECTIVES.items()) if key in cls.reads]
+            check(value == default[key], f"trainer.{key}",
+                  f"{value!r} has no effect under trainer.objective={t.objective}; leave it at {default[key]!r} "
+                  f"(it acts under: {', '.join(readers) or 'no registered objective'})")
 
 
 def check_teacher(cfg) -> None:
-    t, teacher = cfg.trainer, cfg.teacher
-    if t.kind != "opd":
+    objective, teacher = OBJECTIVES[cfg.trainer.objective], cfg.teacher
+    if not objective.needs_teacher:
         return
-    check(teacher.kind != "none", "teacher", "trainer.kind=opd needs a teacher (teacher=tiny_teacher or another), "
-          "not teacher.kind=none")
-    check(not (teacher.kind == "server" and t.objective == "opd_full_rkl"), "teacher.kind",
-          "server teachers return only the sampled tokens' log-probs, but trainer.objective=opd_full_rkl needs full "
-          "distributions: use trainer=opd_sampled with teacher.kind=server, or a local teacher")
+    check(teacher.kind != "none", "teacher", f"trainer.objective={cfg.trainer.objective} needs a teacher "
+          "(teacher=tiny_teacher or another), not teacher.kind=none")
+    check(not (teacher.kind == "server" and objective.needs_full_teacher), "teacher.kind",
+          f"server teachers return only the sampled tokens' log-probs, but trainer.objective={cfg.trainer.objective} "
+          "needs full distributions: use trainer=opd_sampled with teacher.kind=server, or a local teacher")
 
 
 def check_strategy(cfg, strategy_cls) -> None:

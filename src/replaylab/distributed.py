@@ -312,7 +312,7 @@ def wrap_model(model: nn.Module, mode: str, device: torch.device | str,
 def grad_sync_scale() -> int:
     """Factor to multiply a rank's loss by before `backward` so that the averaged gradient equals
     the gradient of the *sum* of the ranks' losses. With losses weighted by their share of the
-    global minibatch (`losses.share_of_batch(local_part, global_minibatch, ...)`), the sum over
+    global minibatch (`Objective.share(local_part, global_minibatch)`), the sum over
     ranks is the global minibatch loss, so the synchronised gradient is exactly the single-process
     one. (DDP and FSDP2 both divide the reduced gradient by the world size.)"""
     return world_size()

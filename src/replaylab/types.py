@@ -17,6 +17,20 @@ Source = Literal["fresh", "initial", "replay"]
 
 
 @dataclass(frozen=True)
+class OffPolicy:
+    """How the loss treats a sample that the policy at the start of its iteration did not generate.
+
+    Set by the strategy that replays the sample; the objective reads it (`objectives.inputs`).
+    """
+
+    ratio_base: Literal["proximal", "behaviour"] = "proximal"  # anchor of the PPO ratio: the policy at
+    # the start of the update (stored behaviour ignored), or the stored behaviour log-probs (RePO)
+    is_cap: float | None = None  # cap c of the truncated decoupled weight min(pi_prox / mu, c); None = no weight
+    cap_from_trainer: bool = True  # a replayed sample takes trainer.is_cap unless the strategy set is_cap
+    loss_weight: float = 1.0  # multiplies the sample's token losses (RePO's lambda_off)
+
+
+@dataclass(frozen=True)
 class Prompt:
     """One training or evaluation question, already rendered through the chat template."""
 
@@ -41,7 +55,11 @@ class Sample:
     teacher_logprobs: torch.Tensor | None = None  # (L,) log p_teacher(y_t | s_t), cached (OPD)
     teacher_full_logprobs: torch.Tensor | None = None  # (L, V) full teacher log-probs when the
     # exact reverse-KL estimator needs them; cached like teacher_logprobs (tiny vocabularies only)
-    extras: dict = field(default_factory=dict)  # strategy-specific annotations (e.g. replay age)
+    advantage: float | None = None  # GRPO group-relative advantage, set each iteration
+    proximal_logprobs: torch.Tensor | None = None  # (L,) log-probs under the policy at the start of
+    # this iteration, for samples it did not generate; valid for one iteration only
+    off_policy: OffPolicy = field(default_factory=OffPolicy)
+    extras: dict = field(default_factory=dict)  # a strategy's private notes; the loss never reads them
 
     @property
     def num_tokens(self) -> int:
@@ -60,6 +78,8 @@ class Sample:
             reward=self.reward,
             teacher_logprobs=self.teacher_logprobs,
             teacher_full_logprobs=self.teacher_full_logprobs,
+            advantage=self.advantage,
+            off_policy=self.off_policy,
             extras=dict(self.extras),
         )
 

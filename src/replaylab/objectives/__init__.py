@@ -1,42 +1,10 @@
-"""Loss functions ("objectives") on padded ``(B, T)`` tensors, independent of the trainer.
+"""Objectives: the registered families the trainer optimises (OPD exact, OPD sampled, GRPO).
 
-Conventions: ``mask`` (B, T) is 1 on valid response tokens (EOS included); log-prob tensors
-gather the sampled token; every loss is to be minimised and returns ``(loss, metrics)`` with
-``metrics`` a ``dict[str, float]``. Padded positions may hold garbage (NaN, -inf): it reaches
-neither the loss nor the gradient.
-
-Registry names: ``grpo`` (grpo.py), ``opd_sampled`` and ``opd_full_rkl`` (opd.py).
+Each is a small class (`base.Objective`) that scores samples, prepares per-iteration inputs and
+computes a minibatch loss from samples, calling the tensor-level losses of `replaylab.losses`.
 """
 
-from replaylab.objectives.advantages import group_advantages
-from replaylab.objectives.aggregation import AGGREGATIONS, aggregate
-from replaylab.objectives.grpo import grpo_loss
-from replaylab.objectives.importance import (
-    off_policyness,
-    policy_ratio,
-    truncated_behaviour_weight,
-    weight_metrics,
-)
-from replaylab.objectives.kl import k3_kl
-from replaylab.objectives.opd import OPD_AGGREGATIONS, opd_full_rkl_loss, opd_sampled_loss
-from replaylab.objectives.registry import OBJECTIVES, get_objective, register_objective
-from replaylab.objectives.surrogate import clipped_surrogate
+from replaylab.objectives import grpo, opd  # noqa: F401  (registers)
+from replaylab.objectives.base import OBJECTIVES, Objective, Scorers, build_objective, objective_class, register_objective
 
-__all__ = [
-    "AGGREGATIONS",
-    "OBJECTIVES",
-    "OPD_AGGREGATIONS",
-    "aggregate",
-    "clipped_surrogate",
-    "get_objective",
-    "grpo_loss",
-    "group_advantages",
-    "k3_kl",
-    "off_policyness",
-    "opd_full_rkl_loss",
-    "opd_sampled_loss",
-    "policy_ratio",
-    "register_objective",
-    "truncated_behaviour_weight",
-    "weight_metrics",
-]
+__all__ = ["OBJECTIVES", "Objective", "Scorers", "build_objective", "objective_class", "register_objective"]

@@ -1,134 +1,87 @@
-"""Clipped-surrogate policy-gradient loss for GRPO / DAPO / Dr. GRPO (ALGORITHMS.md §1.1).
+"""GRPO: verifiable math rewards, group-relative advantages, a clipped surrogate.
 
-Per token ``l_t = w_t * min(r_t A, clip(r_t, 1 - clip_low, 1 + clip_high) A)`` with
-``r_t = exp(logp - old_logp)`` (surrogate.py), optional dual clip, optional detached decoupled-IS
-weight ``w_t`` (importance.py; ALGORITHMS.md §5.2 step 4), plus ``kl_coef * k3`` to a reference
-policy (kl.py). The loss minimised is ``aggregate(-l_t + kl_coef * k3_t)`` (aggregation.py).
+Rewards come from the grader (cached on the sample); advantages are computed per iteration within
+each group (or within labelled sub-groups: RePO's split normalisation), z-scored or centred.
+Aggregations: grpo (per-sequence mean), dapo (token mean), dr_grpo (constant normaliser
+batch x max response tokens). Optional k3 KL to the initial policy and DAPO's dual clip.
 """
 
 from __future__ import annotations
 
 import torch
-from torch import Tensor
 
-from replaylab.objectives._masking import (
-    bool_mask,
-    check_shapes,
-    compute_dtype,
-    masked,
-    masked_max,
-    masked_mean,
-    masked_min,
-    to_floats,
-)
-from replaylab.objectives.aggregation import aggregate
-from replaylab.objectives.importance import off_policyness, policy_ratio, weight_metrics
-from replaylab.objectives.kl import k3_kl
-from replaylab.objectives.registry import register_objective
-from replaylab.objectives.surrogate import clipped_surrogate
+from replaylab.batching import collate, pad_per_token, response_logits, token_logprobs
+from replaylab.losses import grpo_loss, group_advantages
+from replaylab.objectives.base import Objective, Scorers, register_objective
+from replaylab.objectives.inputs import behaviour_weights, old_logprobs
+from replaylab.types import Group, Sample
 
 
-def _token_advantages(advantages: Tensor, mask: Tensor, dtype: torch.dtype) -> Tensor:
-    """Broadcast per-sequence ``(B,)`` advantages to ``(B, T)``; accept per-token ``(B, T)``."""
-    adv = advantages.detach().to(dtype)
-    if adv.dim() == 1 and adv.shape[0] == mask.shape[0]:
-        adv = adv.unsqueeze(-1).expand(mask.shape)
-    elif adv.shape != mask.shape:
-        raise ValueError(
-            f"advantages must be (B,) or (B, T) = {tuple(mask.shape)}, got {tuple(adv.shape)}"
-        )
-    return masked(adv, mask)
+def grade_rewards(samples: list[Sample], tokenizer, grader) -> None:
+    """Binary verifiable reward from the math grader for samples that have none yet."""
+    todo = [s for s in samples if s.reward is None]
+    if not todo:
+        return
+    texts = tokenizer.batch_decode([s.response_ids.tolist() for s in todo], skip_special_tokens=True)
+    for s, res in zip(todo, grader.grade([(t, s.prompt.answer) for t, s in zip(texts, todo)])):
+        s.reward = 1.0 if res.correct else 0.0
 
 
-@register_objective("grpo")
-def grpo_loss(
-    logprobs: Tensor,
-    old_logprobs: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    *,
-    clip_low: float | None = 0.2,
-    clip_high: float | None = 0.2,
-    aggregation: str = "dapo",
-    norm_len: float | None = None,
-    token_weights: Tensor | None = None,
-    ref_logprobs: Tensor | None = None,
-    kl_coef: float = 0.0,
-    dual_clip: float | None = None,
-) -> tuple[Tensor, dict[str, float]]:
-    """GRPO-family loss (to minimise) and its metrics.
+def assign_advantages(groups: list[Group], mode: str) -> None:
+    """Group-relative advantages on `Sample.advantage`. Samples of a group share a baseline unless
+    the group carries `baseline_labels` (RePO's split normalisation)."""
+    rewards, index, owners = [], [], []
+    next_id = 0
+    for g in groups:
+        labels = g.baseline_labels or ["all"] * len(g.samples)
+        ids = {lab: next_id + i for i, lab in enumerate(dict.fromkeys(labels))}
+        next_id += len(ids)
+        for s, lab in zip(g.samples, labels):
+            rewards.append(s.reward if s.reward is not None else 0.0)
+            index.append(ids[lab])
+            owners.append(s)
+    if not owners:
+        return
+    adv = group_advantages(torch.tensor(rewards), torch.tensor(index), mode=mode)
+    for s, a in zip(owners, adv.tolist()):
+        s.advantage = a
 
-    Args:
-        logprobs: ``(B, T)`` log pi_theta of the sampled tokens (carries the gradient).
-        old_logprobs: ``(B, T)`` log pi_old (proximal policy; the clip is centred here). Detached.
-        advantages: ``(B,)`` per-sequence or ``(B, T)`` per-token advantages. Detached.
-        mask: ``(B, T)`` 1 on valid response tokens (EOS included).
-        clip_low, clip_high: clip range ``[1 - clip_low, 1 + clip_high]``; None = that side open.
-        aggregation: ``"grpo"`` (per-sequence token-mean, then mean over sequences; GRPO paper),
-            ``"dapo"`` (token-mean over the batch; DAPO) or ``"dr_grpo"`` (token sum divided by
-            ``B * norm_len``; Dr. GRPO). See aggregation.py.
-        norm_len: the constant length normaliser of ``"dr_grpo"``.
-        token_weights: ``(B, T)`` detached per-token weights multiplying the clipped term, e.g.
-            ``truncated_behaviour_weight(old_logprobs, behaviour_logprobs, cap)``.
-        ref_logprobs: ``(B, T)`` reference-policy log-probs for the k3 KL term (and its metric).
-        kl_coef: beta of the KL term; non-zero needs ``ref_logprobs``. The KL term is not
-            multiplied by ``token_weights`` (it regularises pi_theta itself, not a return).
-        dual_clip: c > 1 floors the objective of ``A < 0`` tokens at ``c * A``; None disables.
 
-    Metrics: ``loss``, ``pg_loss``, ``clip_frac_low``, ``clip_frac_high``, ``clip_frac``,
-    ``ratio_mean``, ``ratio_max``, ``ratio_min``, ``log_ratio_abs_mean`` (|log pi_theta -
-    log pi_old|, off-policyness), ``adv_mean``, ``entropy_sampled`` (-mean log pi_theta, an
-    entropy estimate valid for on-policy tokens), ``num_tokens``, ``num_seqs``; with
-    ``dual_clip``: ``dual_clip_frac``; with ``ref_logprobs``: ``kl_ref`` (token-mean k3) and
-    ``kl_loss`` (the aggregated, beta-weighted term); with ``token_weights``:
-    ``token_weight_mean``, ``token_weight_max``, ``token_weight_min``.
-    All token fractions and means are over valid tokens of the whole batch.
-    """
-    m = bool_mask(mask)
-    check_shapes(
-        m, logprobs=logprobs, old_logprobs=old_logprobs, token_weights=token_weights,
-        ref_logprobs=ref_logprobs,
-    )
-    if kl_coef != 0.0 and ref_logprobs is None:
-        raise ValueError("kl_coef != 0 needs ref_logprobs")
-    dtype = compute_dtype(logprobs, old_logprobs, ref_logprobs)
-    lp = masked(logprobs.to(dtype), m)
-    old = masked(old_logprobs.detach().to(dtype), m)
-    adv = _token_advantages(advantages, m, dtype)
+@register_objective
+class GRPO(Objective):
+    name = "grpo"
+    family = "grpo"
+    aggregations = ("dapo", "grpo", "dr_grpo")
+    reads = frozenset({"clip_low", "clip_high", "dual_clip", "kl_coef", "advantage", "is_cap"})
 
-    ratio = policy_ratio(lp, old)
-    objective, clip = clipped_surrogate(ratio, adv, clip_low, clip_high, dual_clip)
-    if token_weights is not None:
-        weights = masked(token_weights.detach().to(dtype), m)
-        objective = objective * weights
-    pg_loss = aggregate(-objective, m, aggregation, norm_len)
-    loss = pg_loss
+    def needs_reference(self) -> bool:
+        return self.cfg.kl_coef > 0
 
-    fm = m.to(dtype)
-    metrics: dict = {"loss": None, "pg_loss": pg_loss}
-    if ref_logprobs is not None:
-        kl = k3_kl(lp, masked(ref_logprobs.detach().to(dtype), m))
-        kl_loss = kl_coef * aggregate(kl, m, aggregation, norm_len)
-        loss = loss + kl_loss
-        metrics.update(kl_ref=masked_mean(kl.detach(), m), kl_loss=kl_loss)
-    metrics["loss"] = loss
-    with torch.no_grad():
-        r = ratio.detach()
-        metrics.update(
-            clip_frac_low=masked_mean(clip.low.to(dtype), m),
-            clip_frac_high=masked_mean(clip.high.to(dtype), m),
-            clip_frac=masked_mean((clip.low | clip.high).to(dtype), m),
-            ratio_mean=masked_mean(r, m),
-            ratio_max=masked_max(r, m),
-            ratio_min=masked_min(r, m),
-            log_ratio_abs_mean=off_policyness(lp, old, m),
-            adv_mean=masked_mean(adv, m),
-            entropy_sampled=-masked_mean(lp.detach(), m),
-            num_tokens=fm.sum(),
-            num_seqs=float(m.shape[0]),
-        )
-        if dual_clip is not None:
-            metrics["dual_clip_frac"] = masked_mean(clip.dual.to(dtype), m)
-        if token_weights is not None:
-            metrics.update(weight_metrics(weights, m, prefix="token_weight"))
-    return loss, to_floats(metrics)
+    def score(self, samples: list[Sample], scorers: Scorers) -> int:
+        grade_rewards(samples, scorers.tokenizer, scorers.grader)
+        return 0
+
+    def prepare(self, groups: list[Group]) -> None:
+        assign_advantages(groups, self.cfg.advantage)
+
+    def loss(self, model, samples, pad_id, reference=None):
+        c, device = self.cfg, next(model.parameters()).device
+        batch = collate(samples, pad_id).to(device)
+        width = batch.response_ids.shape[1]
+        logp = token_logprobs(response_logits(model, batch), batch.response_ids, self.temperature)
+        old = pad_per_token([old_logprobs(s) for s in samples], width).to(device)
+        weights = behaviour_weights(samples, width, c.is_cap)
+        adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=device)
+        ref = None
+        if reference is not None and c.kl_coef > 0:
+            with torch.no_grad():
+                ref = token_logprobs(response_logits(reference, batch), batch.response_ids, self.temperature)
+        return grpo_loss(logp, old, adv, batch.response_mask, clip_low=c.clip_low, clip_high=c.clip_high,
+                         aggregation=c.aggregation, norm_len=float(self.max_response_tokens),
+                         token_weights=weights.to(device) if weights is not None else None,
+                         ref_logprobs=ref, kl_coef=c.kl_coef, dual_clip=c.dual_clip)
+
+    def batch_metrics(self, groups: list[Group]) -> dict[str, float]:
+        samples = [s for g in groups for s in g.samples]
+        return {"reward": sum(s.reward or 0.0 for s in samples) / len(samples),
+                "zero_variance_groups": sum(g.reward_std == 0 for g in groups) / len(groups)}

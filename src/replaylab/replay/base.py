@@ -8,15 +8,16 @@ never asks which strategy runs:
     plan(ctx)             which prompts get fresh rollouts, which get initial-policy rollouts now
                           (sampled on demand from a frozen copy of the initial policy), and which
                           stored groups are reused
-    compose(fresh, plan)  merge / replace / augment the fresh groups with stored samples
+    compose(fresh, initial, plan)  merge / replace / augment the fresh groups (and the initial-policy
+                          groups sampled for `plan.initial`) with stored samples
     observe(groups, stats)  after the updates: buffers, pass rates, triggers; returns metrics
     state_dict / load_state_dict  everything needed for a bit-exact resume
 
-Samples a strategy replays can ask the objective for off-policy treatment through two keys in
-`Sample.extras`: `ratio_base` ("proximal", the default: the PPO ratio is taken against the policy at
-the start of the update, the stored behaviour is ignored; or "behaviour": against the stored
-behaviour log-probs, as RePO does) and `is_cap` (a float: multiply the token loss by the truncated
-decoupled weight min(pi_prox / mu, is_cap), as POPO does).
+Samples a strategy replays carry their off-policy treatment as a typed field, `Sample.off_policy`
+(`types.OffPolicy`): the PPO ratio's anchor ("proximal", the default: the policy at the start of
+the update, the stored behaviour ignored; or "behaviour": the stored behaviour log-probs, as RePO
+does), the cap of a truncated decoupled weight min(pi_prox / mu, cap) (POPO) and a loss weight.
+`Sample.extras` is for a strategy's private notes only.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ class StepContext:
 
 @dataclass
 class Plan:
-    """An iteration's intent: fresh prompts to sample, stored groups to train on again."""
+    """An iteration's request: fresh prompts to sample, prompts to sample from the initial policy,
+    stored groups to train on again. The trainer never writes into it."""
 
     fresh: list[Prompt] = field(default_factory=list)  # sampled now by the current policy
     initial: list[Prompt] = field(default_factory=list)  # sampled now by the frozen initial policy
@@ -135,8 +137,8 @@ class ReplayStrategy:
     def plan(self, ctx: StepContext) -> Plan:
         return Plan(fresh=ctx.stream.take(ctx.prompts_per_iteration))
 
-    def compose(self, fresh: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
-        return fresh + plan.reuse
+    def compose(self, fresh: list[Group], initial: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
+        return fresh + plan.reuse + initial
 
     def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
         return {}

@@ -13,7 +13,7 @@ completions per prompt (§4.2 step 3), POPO effective groups tagged with their g
   and preserves tensors shared between items.
 
 It stores whatever it is given; callers store copies (`Sample.replayed`) when the trainer would
-otherwise mutate the objects later (advantages, proximal log-probs go into `Sample.extras`).
+otherwise mutate the objects later (advantages, proximal log-probs, off-policy treatment).
 """
 
 from __future__ import annotations

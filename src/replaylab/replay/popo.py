@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from replaylab.config_fields import check, knob
 from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
 from replaylab.replay.buffer import PromptBuffer
-from replaylab.types import Group
+from replaylab.types import Group, OffPolicy
 
 
 @dataclass
@@ -53,7 +53,7 @@ class POPO(ReplayStrategy):
         self.buffer = PromptBuffer()  # uid -> effective groups; bounded by max_age (about max_age x P groups)
         self.last: dict[str, float | None] = {}  # compose's metrics, returned by observe
 
-    def compose(self, fresh: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
+    def compose(self, fresh: list[Group], initial: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
         cfg, now = self.cfg, ctx.iteration
         self.buffer.drop(lambda uid, e: now - e.step > cfg.max_age)
         taken = {g.prompt.uid for g in fresh}  # never a prompt this iteration already sampled
@@ -79,7 +79,7 @@ class POPO(ReplayStrategy):
             samples = []
             for s in e.item.samples:
                 r = s.replayed()
-                r.extras.update(ratio_base="proximal", is_cap=cfg.is_cap)
+                r.off_policy = OffPolicy(ratio_base="proximal", is_cap=cfg.is_cap, cap_from_trainer=False)
                 samples.append(r)
             out.append(Group(e.item.prompt, samples))
         for g in fresh:  # this iteration's effective groups become replayable from the next one on
@@ -91,7 +91,7 @@ class POPO(ReplayStrategy):
             "popo_replayed_age_mean": sum(ages) / len(ages) if ages else None,
             "popo_buffer_groups": float(len(self.buffer)),
         }
-        return out + plan.reuse
+        return out + plan.reuse + initial
 
     def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
         return dict(self.last)

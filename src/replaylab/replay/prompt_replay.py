@@ -115,7 +115,7 @@ class PromptReplay(ReplayStrategy):
         replayed = set(self.replayed_now)
         return {
             "prompt_replay_zero_variance_frac": sum(g.reward_std == 0 for g in groups) / len(groups),
-            "prompt_replay_mean_abs_advantage": sum(abs(s.extras.get("advantage", 0.0)) for s in samples) / len(samples),
+            "prompt_replay_mean_abs_advantage": sum(abs(s.advantage or 0.0) for s in samples) / len(samples),
             "prompt_replay_replayed_pass_rate": (sum(g.pass_rate for g in groups if g.prompt.uid in replayed) / len(replayed)
                                                  if replayed else None),
         }

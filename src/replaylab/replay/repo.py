@@ -6,7 +6,7 @@ up to `num_replays` of them are added to its fresh group as off-policy rows (§4
 *before* this iteration's completions enter the buffer, so a step never replays itself.
 
 Off-policy treatment (§4.2 step 6): replayed rows are copies (`Sample.replayed`) whose PPO ratio is
-taken against their *stored behaviour* log-probs (`extras['ratio_base'] = 'behaviour'`), clipped
+taken against their *stored behaviour* log-probs (`OffPolicy(ratio_base='behaviour')`), clipped
 like the online rows; they keep their original `policy_version`. `is_cap` is set to None on them
 so a trainer-wide `trainer.is_cap` never adds a second (decoupled) correction on top. The stored
 log-probs are the generator's (the paper recomputes them with the training model right after
@@ -15,7 +15,7 @@ generation): the same numbers with the HF generator, equal up to engine numerics
 Normalisation: `split` (paper default) z-scores online and replayed rewards separately through
 `Group.baseline_labels` ("online" / "replay"); `mixed` uses one baseline for the merged group.
 
-`lambda_off` weights the replayed rows' token losses (`extras['loss_weight']`, honoured by the
+`lambda_off` weights the replayed rows' token losses (`OffPolicy.loss_weight`, honoured by the
 shared loss). Not supported (reported, not silently approximated):
 * the separate on/off aggregation `L_on + lambda_off L_off`: our loss aggregates the merged batch
   once (token-mean over on + off tokens), so with lambda_off = 1 (paper default) the off-policy
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from replaylab.config_fields import check, check_choice, knob
 from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
 from replaylab.replay.buffer import PromptBuffer
-from replaylab.types import Group, Sample
+from replaylab.types import Group, OffPolicy, Sample
 
 SELECTIONS = ("all", "random", "recent", "highest", "max_variance")
 
@@ -119,7 +119,7 @@ class RePO(ReplayStrategy):
         idx = best_variance_subset([s.reward or 0.0 for s in stored], k, cfg.max_variance_exhaustive)
         return [stored[i] for i in idx]
 
-    def compose(self, fresh: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
+    def compose(self, fresh: list[Group], initial: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
         # Retrieval for every group first, then the buffer update (§4.2 steps 2-3).
         chosen = [self.select(self.buffer.items(g.prompt.uid), ctx) for g in fresh]
         for g in fresh:  # stored as copies: the trainer writes advantages into the fresh samples' extras
@@ -129,13 +129,14 @@ class RePO(ReplayStrategy):
             rows = []
             for s in stored:
                 r = s.replayed()
-                r.extras.update(ratio_base="behaviour", is_cap=None, loss_weight=self.cfg.lambda_off)
+                r.off_policy = OffPolicy(ratio_base="behaviour", is_cap=None, cap_from_trainer=False,
+                                         loss_weight=self.cfg.lambda_off)
                 rows.append(r)
             labels = None
             if rows and self.cfg.normalization == "split":
                 labels = ["online"] * len(g.samples) + ["replay"] * len(rows)
             out.append(Group(g.prompt, g.samples + rows, labels))
-        return out + plan.reuse
+        return out + plan.reuse + initial
 
     def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
         on = [s for g in groups for s in g.samples if s.source == "fresh"]

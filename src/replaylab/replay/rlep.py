@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from replaylab.config_fields import check, knob
 from replaylab.replay.base import Plan, PromptStream, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
 from replaylab.replay.buffer import PromptBuffer
-from replaylab.types import Group, Prompt
+from replaylab.types import Group, OffPolicy, Prompt
 
 
 @dataclass
@@ -65,7 +65,7 @@ class RLEP(ReplayStrategy):
             if len(wins) >= self.cfg.min_successes:
                 self.pool.extend(g.prompt.uid, wins, step=0)
 
-    def compose(self, fresh: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
+    def compose(self, fresh: list[Group], initial: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
         k, out = self.cfg.replays_per_group, []
         for g in fresh:
             pool = self.pool.items(g.prompt.uid)
@@ -73,10 +73,10 @@ class RLEP(ReplayStrategy):
             rows = []
             for s in picks:
                 r = s.replayed(source=s.source)
-                r.extras.update(ratio_base="proximal", is_cap=None)
+                r.off_policy = OffPolicy(ratio_base="proximal", is_cap=None, cap_from_trainer=False)
                 rows.append(r)
             out.append(Group(g.prompt, g.samples + rows))
-        return out + plan.reuse
+        return out + plan.reuse + initial
 
     def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
         replayed = [sum(s.source == "initial" for s in g.samples) for g in groups]

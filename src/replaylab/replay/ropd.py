@@ -24,7 +24,7 @@ import torch
 from replaylab.config_fields import check, check_choice, knob
 from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
 from replaylab.replay.gradient_trigger import Window, WindowSummary, compare
-from replaylab.types import Group
+from replaylab.types import Group, OffPolicy
 
 
 @dataclass
@@ -98,12 +98,13 @@ class ROPD(ReplayStrategy):
             return Plan(initial=prompts, metrics={"phase_replay": 1.0})
         return Plan(fresh=prompts, metrics={"phase_replay": 0.0})
 
-    def compose(self, fresh: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
+    def compose(self, fresh: list[Group], initial: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
         if self.cfg.behaviour_weight_cap is not None:
-            for g in plan.reuse:
+            treatment = OffPolicy(is_cap=self.cfg.behaviour_weight_cap, cap_from_trainer=False)
+            for g in initial:
                 for s in g.samples:
-                    s.extras["is_cap"] = self.cfg.behaviour_weight_cap
-        return fresh + plan.reuse
+                    s.off_policy = treatment
+        return fresh + plan.reuse + initial
 
     def readings(self, stats: UpdateStats) -> list[torch.Tensor]:
         if self.cfg.statistic == "norm":

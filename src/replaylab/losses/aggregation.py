@@ -20,7 +20,7 @@ from typing import Literal
 
 from torch import Tensor
 
-from replaylab.objectives._masking import masked
+from replaylab.losses._masking import masked
 
 Aggregation = Literal["grpo", "dapo", "dr_grpo"]
 AGGREGATIONS: tuple[str, ...] = ("grpo", "dapo", "dr_grpo")

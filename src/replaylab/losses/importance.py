@@ -20,8 +20,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from replaylab.objectives._masking import bool_mask, masked, masked_max, masked_mean, masked_min
-from replaylab.objectives.kl import MAX_LOG_RATIO
+from replaylab.losses._masking import bool_mask, masked, masked_max, masked_mean, masked_min
+from replaylab.losses.kl import MAX_LOG_RATIO
 
 
 def _log_ratio(logp: Tensor, logp_ref: Tensor, mask: Tensor | None) -> Tensor:
