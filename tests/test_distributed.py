@@ -1,4 +1,4 @@
-"""replaylab.distributed on CPU: gloo, 2 ranks under torchrun, 1 thread each, a tiny float64 Qwen3.
+"""replaylab.parallel on CPU: gloo, 2 ranks under torchrun, 1 thread each, a tiny float64 Qwen3.
 
 The torchrun runs (tests/scripts/dist_train_check.py) take optimizer steps the way the trainer will
 (gradient groups as global slices of the minibatch, each rank its share, group gradients read off
@@ -21,7 +21,8 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from replaylab import distributed as D
+from replaylab import parallel as D
+from replaylab.rollout.gathered import unwrapped_generation_copy
 from replaylab.rollout.weight_sync import hf_name, iter_full_tensors
 
 SCRIPT = Path(__file__).parent / "scripts" / "dist_train_check.py"
@@ -136,7 +137,7 @@ def test_single_process_helpers_are_identities(monkeypatch):
     assert not D.export_submitit_env()
     model = tiny()
     assert D.wrap_model(model, "none", "cpu") is model
-    assert D.unwrapped_generation_copy(model) is model  # plain models are their own generation copy
+    assert unwrapped_generation_copy(model) is model  # plain models are their own generation copy
     with pytest.raises(RuntimeError, match="torchrun"):
         D.wrap_model(model, "ddp", "cpu")
     with pytest.raises(ValueError, match="unknown distributed mode"):

@@ -51,7 +51,7 @@ def final_weights(run) -> dict[str, torch.Tensor]:
     target = latest_checkpoint(run)
     if target.is_file():
         return load_checkpoint(target)["policy"]
-    from replaylab.distributed import load_sharded
+    from replaylab.parallel import load_sharded
     from replaylab.models.loading import load_causal_lm
 
     model = load_causal_lm(str(run / "export"), "float32")

@@ -8,7 +8,7 @@ launcher would submit, and a real 2-task job through submitit's local executor.
   `_make_submission_file_text`, the job-array script sbatch would receive.
 * `launcher=submitit_local hydra.launcher.tasks_per_node=2` really runs a trivial Hydra app
   (tests/scripts/submitit_probe.py) as 2 tasks per sweep cell; both tasks see submitit's
-  environment and join one gloo process group through replaylab.distributed.init_from_env.
+  environment and join one gloo process group through replaylab.parallel.init_from_env.
 """
 
 from __future__ import annotations

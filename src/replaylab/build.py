@@ -40,13 +40,14 @@ def build_generator(cfg: Config, model, tokenizer):
         from replaylab.rollout.vllm import VLLMGenerator  # GPU-only optional extra
 
         return VLLMGenerator.from_config(cfg, model, tokenizer)
-    from replaylab import distributed as D
+    from replaylab import parallel as D
+    from replaylab.rollout.gathered import GatheredGenerator
     from replaylab.rollout.hf import HFGenerator
 
     if cfg.trainer.distributed == "none":
         return HFGenerator(model, tokenizer, micro_batch=cfg.rollout.micro_batch)
     inner = HFGenerator(None if D.is_fsdp(model) else D.unwrap(model), tokenizer, micro_batch=cfg.rollout.micro_batch)
-    return D.GatheredGenerator(inner, model)
+    return GatheredGenerator(inner, model)
 
 
 def build_teacher(cfg: Config, objective: Objective, device: torch.device, tokenizer):
@@ -104,7 +105,7 @@ def build_evaluate(cfg: Config, generator, tokenizer, grader):
 
 
 def build_components(cfg: Config) -> Components:
-    from replaylab import distributed as D
+    from replaylab import parallel as D
 
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)

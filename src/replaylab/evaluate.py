@@ -32,7 +32,7 @@ def load_checkpoint_into(model, checkpoint: str) -> int:
         raise FileNotFoundError(f"eval.checkpoint={checkpoint!r}: no checkpoint found (expected a run directory "
                                 "with checkpoints/latest, or a checkpoint .pt file or sharded directory)")
     if target.is_dir():  # sharded (torchrun) checkpoint: DCP loads it into a plain model in one process
-        from replaylab.distributed import load_sharded
+        from replaylab.parallel import load_sharded
 
         return int(load_sharded(model, None, target)["update"])
     state = load_checkpoint(target)

@@ -105,7 +105,7 @@ def clear_run(path: Path) -> None:
 def export_checkpoint(target: Path, out_dir: Path, base_model_dir: str) -> Path:
     """A checkpoint (a .pt file, or a sharded torch.distributed.checkpoint directory) as a plain
     transformers directory, with the base model's config and tokenizer."""
-    from replaylab.distributed import export_to_hf
+    from replaylab.parallel import export_to_hf
 
     if target.is_dir():
         return export_to_hf(target, out_dir, base_model_dir)

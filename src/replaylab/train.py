@@ -29,7 +29,7 @@ def train(cfg: DictConfig) -> dict:
         summary = json.loads((path / "done.json").read_text())
         print(f"replaylab: {path} is already done (update {summary.get('update')}); skipping")
         return summary
-    from replaylab import distributed as D
+    from replaylab import parallel as D
     from replaylab.build import build_components  # heavy imports only once we know we train
     from replaylab.results.rows import NullRows, RowWriter
     from replaylab.trainer import Trainer

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from replaylab import distributed as D
+from replaylab import parallel as D
 from replaylab.batching import score_logprobs
 from replaylab.budget import Ledger
 from replaylab.grad_stats import CountSketch
@@ -180,9 +180,7 @@ class Trainer:
         size = self.cfg.eval.probe_size
         if not size:
             return
-        scoring = getattr(self.c.generator, "model_for_scoring", None)
-        if scoring:
-            scoring()  # distributed: the weight gather is collective
+        self.c.generator.model_for_scoring()  # distributed: the weight gather is collective
         with self.ledger.timed("probe"):
             self.probe = ProbeSet.draw(self.c.stream.prompts, size, self.cfg.eval.probe_seed, self.c.generator, self.sampling())
 
@@ -215,9 +213,7 @@ class Trainer:
         params = self.sampling()
         per_chunk = max(1, self.cfg.rollout.micro_batch // params.n)
         chunks = [prompts[i : i + per_chunk] for i in range(0, len(prompts), per_chunk)]
-        scoring = getattr(generator, "model_for_scoring", None)
-        if scoring:
-            scoring()  # distributed: the weight gather is collective, so every rank does it here
+        generator.model_for_scoring()  # distributed: the weight gather is collective, so every rank does it here
         groups: list[Group] = []
         with self.ledger.timed("generate" if source == "fresh" else "generate_initial"):
             for c in D.shard(list(range(len(chunks)))):
@@ -279,8 +275,7 @@ class Trainer:
                  and (s.off_policy.ratio_base != "behaviour" or s.off_policy.is_cap is not None)]
         if not stale or not self.objective.needs_proximal:
             return
-        scoring = getattr(self.c.generator, "model_for_scoring", None)
-        model = scoring() if scoring else self.c.policy  # distributed: a plain copy, no collectives
+        model = self.c.generator.model_for_scoring()  # distributed: a plain copy, no collectives
         mb, temp = self.cfg.rollout.micro_batch, self.cfg.rollout.temperature
         with self.ledger.timed("proximal"):
             logps = D.sharded_map(lambda chunk: [lp for lp, _ in score_logprobs(model, chunk, self.pad_id, mb, temp)], stale, mb)
@@ -369,9 +364,7 @@ class Trainer:
         return out
 
     def run_eval(self) -> None:
-        scoring = getattr(self.c.generator, "model_for_scoring", None)
-        if scoring:
-            scoring()  # distributed: the weight gather is collective; then rank 0 evaluates alone
+        scoring_model = self.c.generator.model_for_scoring()  # distributed: a collective gather; then rank 0 alone
         with self.ledger.timed("eval"):
             results = self.c.evaluate(self.update) if self.c.evaluate and D.is_main() else []
         D.barrier()
@@ -380,7 +373,7 @@ class Trainer:
             self.rows.write("eval", self.update, self.iteration, metrics, ledger, benchmark=benchmark, n=n)
         if self.probe is not None and D.is_main():
             with self.ledger.timed("probe"):
-                model = scoring() if scoring else self.c.policy
+                model = scoring_model
                 teacher = self.c.teacher.distribution_model() if self.c.teacher is not None else None
                 probe = self.probe.measure(model, teacher, self.pad_id, self.cfg.rollout.micro_batch)
             self.rows.write("probe", self.update, self.iteration, probe, ledger)

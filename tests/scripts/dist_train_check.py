@@ -1,4 +1,4 @@
-"""A few optimizer steps of a tiny Qwen3 with replaylab.distributed, as the trainer will take them.
+"""A few optimizer steps of a tiny Qwen3 with replaylab.parallel, as the trainer will take them.
 
     python tests/scripts/dist_train_check.py --mode none --out DIR             # reference, 1 process
     python -m torch.distributed.run --nproc_per_node=2 --master_port=P \\
@@ -31,7 +31,8 @@ torch.set_num_threads(1)
 
 from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
-from replaylab import distributed as D  # noqa: E402
+from replaylab import parallel as D
+from replaylab.rollout.gathered import GatheredGenerator, unwrapped_generation_copy  # noqa: E402
 from replaylab.batching import score_logprobs  # noqa: E402
 from replaylab.models.tiny_tokenizer import build_tiny_tokenizer  # noqa: E402
 from replaylab.rollout.base import SamplingParams  # noqa: E402
@@ -136,11 +137,11 @@ def main() -> None:
         result["steps"].append(step_fn(model, opt, groups, step))
         if step + 1 == args.save_at:
             D.save_sharded(model, opt, out / "ckpt", extra={"step": step + 1})
-            gen_copy = D.unwrapped_generation_copy(model, gen_copy)
+            gen_copy = unwrapped_generation_copy(model, gen_copy)
             result["gen_at_ckpt"] = greedy(gen_copy, PROMPT, 8)
     # Generation on every rank from the gathered copy, with rank-dependent prompts and lengths: a
     # forward through the FSDP2 model here would deadlock (different numbers of forwards).
-    gen_copy = D.unwrapped_generation_copy(model, gen_copy)
+    gen_copy = unwrapped_generation_copy(model, gen_copy)
     mine = greedy(gen_copy, PROMPT[: 3 + D.rank()], 4 + 5 * D.rank())
     result["gen_final"] = greedy(gen_copy, PROMPT, 8)
     result["gen_lengths"] = D.all_gather_objects([len(mine)])
@@ -148,7 +149,7 @@ def main() -> None:
     # of the prompts (rank 0's shard of one prompt is empty), gathered; then the policy's log-probs of
     # those samples through the wrapped model itself with sharded_map (FSDP2 forwards kept in step).
     tok = build_tiny_tokenizer()
-    gen = D.GatheredGenerator(HFGenerator(None, tok), model)
+    gen = GatheredGenerator(HFGenerator(None, tok), model)
     gen.sync_weights(model, args.steps)
     params = SamplingParams(max_new_tokens=6, temperature=1.0, n=2)
     one = D.all_gather_objects(gen.generate(D.shard(PROMPTS[:1]), params, seed=7))

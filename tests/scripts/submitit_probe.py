@@ -4,7 +4,7 @@
         hydra.launcher.tasks_per_node=2 output_root=...
 
 Each task (one process per task) records what submitit told it, turns that into torchrun's
-variables with `replaylab.distributed.init_from_env` (gloo), and all-reduces its rank to prove
+variables with `replaylab.parallel.init_from_env` (gloo), and all-reduces its rank to prove
 the tasks really form one process group. No model is loaded: it only checks the launch plumbing
 a multi-GPU training cell relies on. Writes DIR/order<o>-rank<r>.json.
 """
@@ -29,7 +29,7 @@ def main(cfg: DictConfig) -> dict:
     import submitit
     import torch
 
-    from replaylab import distributed as D
+    from replaylab import parallel as D
 
     torch.set_num_threads(1)
     job = submitit.JobEnvironment()

@@ -50,3 +50,8 @@ class Generator(Protocol):
     def sync_weights(self, model: torch.nn.Module, version: int) -> None:
         """Make the generator sample from `model`'s current weights, tagged as `version`."""
         ...
+
+    def model_for_scoring(self) -> torch.nn.Module:
+        """A plain torch model with the current policy weights, for no-grad passes (proximal log-probs,
+        the probe set, evaluation). Under DDP/FSDP2 it gathers weights, a collective: every rank calls it."""
+        ...

@@ -26,6 +26,9 @@ class HFGenerator:
         self.model = model
         self.policy_version = version
 
+    def model_for_scoring(self) -> torch.nn.Module:
+        return self.model
+
     @torch.no_grad()
     def generate(
         self, prompts: list[Prompt], params: SamplingParams, seed: int, source: Source = "fresh"

@@ -105,6 +105,7 @@ class VLLMGenerator:
         self.policy_version = 0
         self.tokens_generated = 0
         self._pending: torch.nn.Module | None = None
+        self.policy_model: torch.nn.Module | None = None  # the trainer's policy, set by from_config / sync
         self._warned_truncation = False
 
     @classmethod
@@ -117,15 +118,22 @@ class VLLMGenerator:
         if m.gguf_file:
             raise ValueError("rollout.engine=vllm does not load GGUF files here; use rollout=hf for model.gguf_file")
         path = resolve_path(m.name_or_path, cfg.tiny, progress=cfg.progress)
-        return cls(path, tokenizer, dtype=m.dtype, revision=m.revision, gpu_memory_utilization=r.gpu_memory_utilization,
-                   tensor_parallel_size=r.tensor_parallel_size, enforce_eager=r.enforce_eager, seed=cfg.trainer.seed)
+        engine = cls(path, tokenizer, dtype=m.dtype, revision=m.revision, gpu_memory_utilization=r.gpu_memory_utilization,
+                     tensor_parallel_size=r.tensor_parallel_size, enforce_eager=r.enforce_eager, seed=cfg.trainer.seed)
+        engine.policy_model = model
+        return engine
 
     # ------------------------------------------------------------------ weights
     def sync_weights(self, model: torch.nn.Module, version: int) -> None:
         """Tag future samples with `version`; the weights themselves are pushed at the next
         generate/flush (one push per iteration, however many updates it has)."""
         self._pending = model
+        self.policy_model = model
         self.policy_version = version
+
+    def model_for_scoring(self) -> torch.nn.Module:
+        """The trainer's own policy (the engine's copy has no autograd-free torch forward to reuse)."""
+        return self.policy_model
 
     def flush(self) -> None:
         """Push pending weights now (all ranks together when the policy is FSDP2-sharded)."""

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Iterator
 import torch
 from torch import nn
 
+from replaylab.parallel.wrap import unwrap
+
 PINNED_VLLM = "0.33"  # the version this module's engine-side calls were written against
 WRAPPER_PREFIXES = ("_checkpoint_wrapped_module.", "_orig_mod.", "_fsdp_wrapped_module.")
 
@@ -48,7 +50,6 @@ def iter_full_tensors(model: nn.Module, dtype: torch.dtype | None = None,
     is what engines expect: they recompute them."""
     from torch.distributed.tensor import DTensor
 
-    from replaylab.distributed import unwrap
 
     for name, t in unwrap(model).state_dict().items():
         if isinstance(t, DTensor):
