@@ -37,11 +37,11 @@ CASES = {
 def measure(name: str, overrides: list[str], iterations: int, root: Path) -> tuple[float, float]:
     from conftest import compose
 
-    from replaylab.build import build_components
+    from replaylab.training.build import build_components
     from replaylab.config import to_object
     from replaylab.results.rows import RowWriter
-    from replaylab.runs import run_dir
-    from replaylab.trainer import Trainer
+    from replaylab.training.runs import run_dir
+    from replaylab.training.trainer import Trainer
 
     cfg = compose(overrides + ["eval.suite=none", "wandb.enabled=false", "progress=false", f"output_root={root / name}",
                                f"budget.max_updates={iterations}"])

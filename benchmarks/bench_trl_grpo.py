@@ -26,11 +26,11 @@ PROMPTS, GROUP, MAX_TOKENS, TEMPERATURE, LR = 8, 8, 48, 0.7, 1e-4
 def ours(steps: int, root: Path) -> list[float]:
     from conftest import compose
 
-    from replaylab.build import build_components
+    from replaylab.training.build import build_components
     from replaylab.config import to_object
     from replaylab.results.rows import RowWriter
-    from replaylab.runs import run_dir
-    from replaylab.trainer import Trainer
+    from replaylab.training.runs import run_dir
+    from replaylab.training.trainer import Trainer
 
     cfg = compose(["trainer=grpo", "teacher=none", f"trainer.prompts_per_iteration={PROMPTS}",
                    f"trainer.samples_per_prompt={GROUP}", f"budget.max_response_tokens={MAX_TOKENS}",

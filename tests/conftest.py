@@ -50,7 +50,7 @@ def compose(overrides: list[str]):
     from hydra import initialize_config_dir
 
     from replaylab.paths import conf_dir
-    from replaylab.train import register_configs  # noqa: F401  (registers schemas on import)
+    from replaylab.cli.train import register_configs  # noqa: F401  (registers schemas on import)
 
     with initialize_config_dir(config_dir=conf_dir(), version_base=None):
         return hydra_compose(config_name="config", overrides=overrides)
@@ -59,8 +59,8 @@ def compose(overrides: list[str]):
 @pytest.fixture
 def run_train(tmp_path):
     """run_train(overrides) -> (summary, run_dir): a real training run on the micro world."""
-    from replaylab.runs import run_dir
-    from replaylab.train import train
+    from replaylab.training.runs import run_dir
+    from replaylab.cli.train import train
 
     def _config(overrides: list[str], output_root: Path | None = None):
         return compose(MICRO_WORLD + FAST_RUN + [f"output_root={output_root or tmp_path / 'runs'}"] + overrides)

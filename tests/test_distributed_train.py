@@ -46,7 +46,7 @@ def single(root, extra):
 
 
 def final_weights(run) -> dict[str, torch.Tensor]:
-    from replaylab.runs import latest_checkpoint, load_checkpoint
+    from replaylab.training.runs import latest_checkpoint, load_checkpoint
 
     target = latest_checkpoint(run)
     if target.is_file():

@@ -16,7 +16,7 @@ from replaylab.evaluation.benchmarks import (
     get_benchmarks,
     get_suite,
 )
-from replaylab.evaluation.data import DATA_ROOT_ENV, default_data_root, load_train_rows
+from replaylab.tasks.data_root import DATA_ROOT_ENV, default_data_root, load_train_rows
 from replaylab.tasks.tiny8 import TINY8_SETS, tiny8_set
 
 MATH8_ROWS = {

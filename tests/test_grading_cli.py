@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from replaylab import cli_grade
+from replaylab.cli import grade as cli_grade
 from replaylab.grading import STATUSES
 
 
@@ -55,7 +55,7 @@ def test_adversarial_outputs_through_the_cli(tmp_path):
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     _write_jsonl(src, rows + normal)
     item_timeout, workers = 3.0, 2
-    cmd = [sys.executable, "-m", "replaylab.cli_grade", str(src), "--out", str(out),
+    cmd = [sys.executable, "-m", "replaylab.cli.grade", str(src), "--out", str(out),
            "--workers", str(workers), "--parsing-timeout", "1", "--verify-timeout", "1",
            "--item-timeout", str(item_timeout)]
     start = time.perf_counter()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import compose, load_rows
-from replaylab.batching import collate, pad_per_token, response_logits, token_logprobs
+from replaylab.models.batching import collate, pad_per_token, response_logits, token_logprobs
 from replaylab.config import ConfigError, to_object
 from replaylab.objectives import OBJECTIVES, objective_class
 from replaylab.objectives.opd import TeacherScored

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import load_rows
-from replaylab.batching import score_logprobs
+from replaylab.models.batching import score_logprobs
 
 
 def probe_rows(path):
@@ -25,7 +25,7 @@ def test_probe_rows_at_every_evaluation_same_probe_for_every_strategy(run_train)
 
 
 def test_probe_measures_what_it_says(run_train, monkeypatch):
-    from replaylab.trainer import Trainer
+    from replaylab.training.trainer import Trainer
 
     seen = {}
     original = Trainer.run_eval

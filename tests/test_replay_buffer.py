@@ -46,7 +46,7 @@ def comparable(rows: list[dict]) -> list[dict]:
 def assert_resume_reproduces(run_train, monkeypatch, tmp_path, overrides: list[str]) -> None:
     """An uninterrupted run and a run killed in iteration 5 (after its checkpoint at update 3) and
     started again write the same rows."""
-    from replaylab.trainer import Trainer
+    from replaylab.training.trainer import Trainer
 
     overrides = overrides + ["trainer.checkpoint_every=3"]
     _, full = run_train(overrides, tmp_path / "full")

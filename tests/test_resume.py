@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import FAST_RUN, MICRO_WORLD, load_rows
-from replaylab.trainer import TrainingDiverged
+from replaylab.training.trainer import TrainingDiverged
 
 TIMING_KEYS = ("ledger_wall_time", "ledger_seconds_")
 

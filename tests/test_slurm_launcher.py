@@ -32,7 +32,7 @@ def compose_with_hydra(overrides: list[str]):
     from hydra import compose, initialize_config_dir
 
     from replaylab.paths import conf_dir
-    from replaylab.train import register_configs  # noqa: F401  (registers the schemas)
+    from replaylab.cli.train import register_configs  # noqa: F401  (registers the schemas)
 
     with initialize_config_dir(config_dir=conf_dir(), version_base=None):
         return compose(config_name="config", overrides=overrides, return_hydra_config=True)

@@ -201,7 +201,7 @@ def write_runs(root, with_empty_run: bool = True):
 
 
 def test_cli_table_on_run_directories(tmp_path, capsys):
-    from replaylab.cli import main
+    from replaylab.cli.main import main
 
     exp = write_runs(tmp_path)
     assert main(["table", str(exp)]) == 0
@@ -222,7 +222,7 @@ def test_cli_table_on_run_directories(tmp_path, capsys):
 
 
 def test_cli_budget_axes_and_options(tmp_path, capsys):
-    from replaylab.cli import main
+    from replaylab.cli.main import main
 
     exp = write_runs(tmp_path, with_empty_run=False)
     out_dir = tmp_path / "out"
@@ -234,7 +234,7 @@ def test_cli_budget_axes_and_options(tmp_path, capsys):
 
 
 def test_cli_names_the_path_when_no_rows(tmp_path, capsys):
-    from replaylab.cli import main
+    from replaylab.cli.main import main
 
     assert main(["table", str(tmp_path / "nope")]) == 2
     assert f"{tmp_path / 'nope'}" in capsys.readouterr().err

@@ -133,7 +133,7 @@ def test_csv_export_gives_the_same_final_table(experiment, tmp_path):
 
 
 def test_cli_reads_a_csv_export(experiment, tmp_path, capsys):
-    from replaylab.cli import main
+    from replaylab.cli.main import main
 
     path = csv_export(mirrored_runs(experiment), tmp_path / "export.csv")
     assert main(["table", str(path), "--format", "csv"]) == 0

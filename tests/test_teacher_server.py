@@ -175,7 +175,7 @@ def test_clear_errors(samples, fake):
 
 
 def test_build_refuses_full_rkl_with_a_server_teacher():
-    from replaylab.build import build_teacher
+    from replaylab.training.build import build_teacher
     from replaylab.config import TeacherConfig, TrainerConfig
 
     class Cfg:

@@ -182,7 +182,7 @@ def world():
 
 
 def hf_logprobs(model, samples, pad_id, temperature):
-    from replaylab.batching import score_logprobs
+    from replaylab.models.batching import score_logprobs
 
     return [lp for lp, _ in score_logprobs(model, samples, pad_id, 64, temperature)]
 

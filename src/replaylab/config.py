@@ -182,7 +182,7 @@ class EvalConfig:
     grader_timeout: int = knob(2, "math-verify per-item timeout (whole seconds)")
     checkpoint: str | None = knob(None, "evaluate.py: a run directory (its latest checkpoint) or a checkpoint file to load into model before evaluating")
     probe_size: int = knob(64, "initial-policy rollouts in the fixed probe set measured at every evaluation "
-                               "(probe_student_logprob, probe_reverse_kl; replaylab.probe); 0 = off")
+                               "(probe_student_logprob, probe_reverse_kl; replaylab.training.probe); 0 = off")
     probe_seed: int = knob(0, "seed of the probe's prompts and rollouts: the same set for every strategy and data order")
 
     def __post_init__(self) -> None:

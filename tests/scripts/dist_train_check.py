@@ -33,7 +33,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
 from replaylab import parallel as D
 from replaylab.rollout.gathered import GatheredGenerator, unwrapped_generation_copy  # noqa: E402
-from replaylab.batching import score_logprobs  # noqa: E402
+from replaylab.models.batching import score_logprobs  # noqa: E402
 from replaylab.models.tiny_tokenizer import build_tiny_tokenizer  # noqa: E402
 from replaylab.rollout.base import SamplingParams  # noqa: E402
 from replaylab.rollout.hf import HFGenerator  # noqa: E402

@@ -12,7 +12,7 @@ from replaylab.evaluation.benchmarks import (
     get_benchmarks,
     get_suite,
 )
-from replaylab.evaluation.data import DATA_ROOT_ENV, TRAIN_SETS, default_data_root, load_train_rows, resolve_data_root
+from replaylab.tasks.data_root import DATA_ROOT_ENV, TRAIN_SETS, default_data_root, load_train_rows, resolve_data_root
 from replaylab.evaluation.metrics import (
     avg_at_k,
     bootstrap_ci,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from replaylab.evaluation.data import read_rows, resolve_data_root
+from replaylab.tasks.data_root import read_rows, resolve_data_root
 from replaylab.tasks.tiny8 import TINY8_SETS, tiny8_set
 
 Kind = Literal["math", "tiny"]

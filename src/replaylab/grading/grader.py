@@ -23,7 +23,7 @@ from replaylab.grading.extract import extract_answer, normalize_answer, response
 from replaylab.grading.fastpath import fast_verdict, parse_plain_number
 from replaylab.grading.pool import WorkerPool
 from replaylab.grading.result import CACHEABLE, ERROR, NO_ANSWER, OK, STATUSES, GradeResult
-from replaylab.grading.worker import MODE_BOXED, MODE_NONE, MODE_TAIL
+from replaylab.grading.result import MODE_BOXED, MODE_NONE, MODE_TAIL
 
 
 

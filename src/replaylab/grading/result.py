@@ -27,3 +27,8 @@ class GradeResult:
     status: str
     message: str = ""  # human-readable reason for a non-"ok" status (empty otherwise)
     extracted: str | None = None  # the normalised boxed answer graded (None: no non-empty box)
+
+# What a prepared item's text is (set by the grader, read by the verifier in the worker process).
+MODE_BOXED = "boxed"  # text is the normalised content of the response's last box
+MODE_TAIL = "tail"  # the response has no box: text is its tail, searched for an anchored answer
+MODE_NONE = "none"  # nothing to grade (empty box, or no box with the tail fallback off)

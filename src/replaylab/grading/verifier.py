@@ -29,7 +29,7 @@ from math_verify.errors import TimeoutException  # noqa: E402
 from sympy import Basic, MatrixBase  # noqa: E402
 
 from replaylab.grading.result import ERROR, NO_ANSWER, OK, TIMEOUT, UNPARSEABLE_GOLD  # noqa: E402
-from replaylab.grading.worker import MODE_BOXED, MODE_NONE, MODE_TAIL  # noqa: E402
+from replaylab.grading.result import MODE_BOXED, MODE_NONE, MODE_TAIL  # noqa: E402
 
 # math-verify logs every timeout and parse failure at WARNING; the grader counts them instead.
 logging.getLogger("math_verify").setLevel(logging.CRITICAL)

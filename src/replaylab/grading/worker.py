@@ -22,9 +22,6 @@ from multiprocessing.connection import Connection
 from replaylab.grading.result import ERROR, OK
 
 # A task is (mode, text, gold) with gold normalised (extract.normalize_answer) and mode one of:
-MODE_BOXED = "boxed"  # text is the normalised content of the response's last box
-MODE_TAIL = "tail"  # the response has no box: text is its tail, searched for an anchored answer
-MODE_NONE = "none"  # nothing to grade (empty box, or no box with the tail fallback off)
 # Test-only task kind: hang with SIGALRM blocked, like a C call math-verify's alarm cannot
 # interrupt. Grader never produces it; tests send it straight to WorkerPool.run.
 HANG_TASK = "__hang__"

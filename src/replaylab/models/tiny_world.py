@@ -113,10 +113,6 @@ def ensure_tiny_world(cfg: TinyWorldConfig | None = None, progress: bool = True)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         report = build_tiny_world(cfg, tmp, progress=progress)
-        from replaylab.evaluation.tiny import tiny8_accuracy  # late: evaluation imports rollout
-
-        for role in ("teacher", "student"):
-            report[f"{role}_tiny8"] = tiny8_accuracy(tmp / role)
         (tmp / "build.json").write_text(json.dumps(report, indent=2))
         os.replace(tmp, final)
     return final

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from replaylab.batching import pad_per_token
+from replaylab.models.batching import pad_per_token
 from replaylab.losses.importance import truncated_behaviour_weight
 from replaylab.types import Sample
 

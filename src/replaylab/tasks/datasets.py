@@ -11,6 +11,7 @@ import random
 
 from transformers import PreTrainedTokenizerBase
 
+from replaylab.tasks.data_root import load_train_rows
 from replaylab.tasks.prompts import render_question
 from replaylab.types import Prompt
 
@@ -20,7 +21,6 @@ def training_rows(name: str, size: int, seed: int, data_root: str | None) -> lis
         from replaylab.tasks.tiny8 import training_problems
 
         return [{"id": p.uid, "problem": p.question, "answer": p.answer} for p in training_problems(size, seed)]
-    from replaylab.evaluation.data import load_train_rows
 
     rows = load_train_rows(name, data_root)
     return rows[:size] if size else rows

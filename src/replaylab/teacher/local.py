@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from replaylab.batching import score_logprobs
+from replaylab.models.batching import score_logprobs
 from replaylab.teacher.base import unscored
 from replaylab.types import Sample
 

@@ -19,15 +19,15 @@ import torch
 from tqdm.auto import tqdm
 
 from replaylab import parallel as D
-from replaylab.batching import score_logprobs
-from replaylab.budget import Ledger
-from replaylab.grad_stats import CountSketch
+from replaylab.models.batching import score_logprobs
+from replaylab.training.budget import Ledger
+from replaylab.training.grad_stats import CountSketch
 from replaylab.objectives import Objective, Scorers
-from replaylab.probe import ProbeSet
-from replaylab.provenance import Provenance
+from replaylab.training.probe import ProbeSet
+from replaylab.training.provenance import Provenance
 from replaylab.replay.base import PromptStream, ReplayStrategy, StepContext, UpdateStats
 from replaylab.rollout.base import SamplingParams
-from replaylab.runs import latest_checkpoint, load_checkpoint, mark_done, prune_checkpoints, save_checkpoint, write_latest
+from replaylab.training.runs import latest_checkpoint, load_checkpoint, mark_done, prune_checkpoints, save_checkpoint, write_latest
 from replaylab.results.rows import RowWriter
 from replaylab.types import Group, Sample
 
@@ -175,7 +175,7 @@ class Trainer:
         return summary
 
     def draw_probe(self) -> None:
-        """The fixed initial-policy probe set (`replaylab.probe`), drawn before the first update; every
+        """The fixed initial-policy probe set (`replaylab.training.probe`), drawn before the first update; every
         rank draws the same one (same seed), outside the budget ledger."""
         size = self.cfg.eval.probe_size
         if not size:

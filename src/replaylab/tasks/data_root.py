@@ -32,7 +32,7 @@ def default_data_root() -> Path | None:
     env = os.environ.get(DATA_ROOT_ENV)
     if env:
         return Path(env)
-    repo = Path(__file__).resolve().parents[3]  # src/replaylab/evaluation/data.py -> repository root
+    repo = Path(__file__).resolve().parents[3]  # src/replaylab/tasks/data_root.py -> repository root
     shared = repo.parent / "shared" / "data" / "math"
     return shared if shared.is_dir() else None
 

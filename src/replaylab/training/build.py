@@ -12,7 +12,7 @@ from replaylab.models.loading import load_causal_lm, load_tokenizer, resolve_pat
 from replaylab.replay.base import PromptStream, build_strategy
 from replaylab.rollout.base import SamplingParams
 from replaylab.tasks.datasets import data_order, render_prompts, training_rows
-from replaylab.trainer import Components
+from replaylab.training.trainer import Components
 
 
 def pick_device(name: str) -> torch.device:

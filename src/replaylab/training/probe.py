@@ -21,7 +21,7 @@ import random
 
 import torch
 
-from replaylab.batching import collate, response_logits
+from replaylab.models.batching import collate, response_logits
 from replaylab.rollout.base import SamplingParams
 from replaylab.types import Prompt, Sample
 

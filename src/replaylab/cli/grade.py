@@ -10,7 +10,7 @@ stderr as FILE:LINE: reason and written out with status "error", so the output h
 per non-blank input line, in input order. Exit status: 0, or 1 when any line was malformed, or 2
 when the input cannot be read.
 
-Also runnable on its own: `python -m replaylab.cli_grade INPUT.jsonl --out OUTPUT.jsonl`.
+Also runnable on its own: `python -m replaylab.cli.grade INPUT.jsonl --out OUTPUT.jsonl`.
 """
 
 from __future__ import annotations

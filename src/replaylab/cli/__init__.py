@@ -1,0 +1,1 @@
+"""Command-line entry points: `replaylab` (main), `python -m replaylab.train|evaluate|plan`."""

@@ -1,0 +1,88 @@
+"""`python -m replaylab.evaluate [model=...] [eval=math8|tiny8] [eval.checkpoint=RUN_DIR]`.
+
+Evaluates a model (a hub id, a local directory, the tiny world, or a training run's checkpoint)
+on a benchmark suite through the same Generator, grader and metrics as training's periodic
+evaluation, and writes tidy rows (`split=eval`) plus per-sample records next to them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from replaylab.config import ConfigError, register_configs, to_object
+from replaylab.paths import conf_dir
+from replaylab.training.runs import config_hash
+
+register_configs()
+
+
+def load_checkpoint_into(model, checkpoint: str) -> int:
+    """Load a run's policy weights; returns the update the checkpoint was taken at."""
+    from replaylab.training.runs import latest_checkpoint, load_checkpoint
+
+    path = Path(checkpoint)
+    target = latest_checkpoint(path) if (path / "checkpoints").is_dir() else path
+    if target is None or not target.exists():
+        raise FileNotFoundError(f"eval.checkpoint={checkpoint!r}: no checkpoint found (expected a run directory "
+                                "with checkpoints/latest, or a checkpoint .pt file or sharded directory)")
+    if target.is_dir():  # sharded (torchrun) checkpoint: DCP loads it into a plain model in one process
+        from replaylab.parallel import load_sharded
+
+        return int(load_sharded(model, None, target)["update"])
+    state = load_checkpoint(target)
+    model.load_state_dict(state["policy"])
+    return int(state["update"])
+
+
+def evaluate(cfg: DictConfig) -> list[dict]:
+    obj = to_object(cfg)
+    from replaylab.training.build import build_evaluate, build_generator, build_grader, load_policy, pick_device
+    from replaylab.results.rows import RowWriter
+
+    t0 = time.time()
+    model, tokenizer = load_policy(obj, pick_device(obj.trainer.device))
+    update = load_checkpoint_into(model, obj.eval.checkpoint) if obj.eval.checkpoint else 0
+    generator = build_generator(obj, model, tokenizer)
+    grader = build_grader(obj)
+    run = Path(obj.output_root) / obj.experiment / f"eval-{config_hash(cfg)}"
+    run.mkdir(parents=True, exist_ok=True)
+    identity = {"run": run.name, "config_hash": config_hash(cfg), "experiment": obj.experiment,
+                "model": obj.model.name_or_path, "checkpoint": obj.eval.checkpoint or "", "budget": obj.eval.budget,
+                "max_response_tokens": obj.eval.max_new_tokens, "seed": obj.trainer.seed}
+    rows = RowWriter(run / "rows.jsonl", identity)
+    rows.truncate(0)
+    try:
+        evaluate_fn = build_evaluate(obj, generator, tokenizer, grader)
+        if evaluate_fn is None:
+            raise ConfigError("eval.suite: nothing to evaluate (suite=none and no eval.benchmarks)")
+        results = evaluate_fn(update)
+    finally:
+        grader.close()
+    out = []
+    for benchmark, metrics, n in results:
+        out += rows.write("eval", update, 0, metrics, {"wall_time": round(time.time() - t0, 3)}, benchmark=benchmark, n=n)
+    for benchmark, metrics, _ in results:
+        shown = "  ".join(f"{k}={v:.4g}" for k, v in metrics.items() if k in ("avg@k", "pass@k", "ci_low", "ci_high", "mean_response_tokens", "truncation_rate"))
+        print(f"{benchmark:28s} {shown}")
+    print(f"replaylab: evaluated in {time.time() - t0:.1f}s; rows in {run / 'rows.jsonl'}")
+    (run / "summary.json").write_text(json.dumps({b: m for b, m, _ in results}, indent=2))
+    return out
+
+
+@hydra.main(version_base=None, config_path=conf_dir(), config_name="config")
+def main(cfg: DictConfig) -> None:
+    try:
+        evaluate(cfg)
+    except ConfigError as e:
+        print(f"replaylab: invalid config: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""`python -m replaylab.train [overrides]`: one training run (or a `-m` sweep) from the config tree.
+
+Composition errors (unknown option, mistyped key, wrong type) come from Hydra; range and choice
+errors from the config dataclasses; both name the key and happen before any model is loaded.
+A finished run (its directory has a done marker) is skipped; an interrupted one resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from replaylab.config import ConfigError, register_configs, to_object
+from replaylab.paths import conf_dir
+from replaylab.training.runs import config_hash, is_done, run_dir
+
+register_configs()
+log = logging.getLogger("replaylab.train")
+
+
+def train(cfg: DictConfig) -> dict:
+    obj = to_object(cfg)
+    path = run_dir(cfg)
+    if is_done(path):
+        summary = json.loads((path / "done.json").read_text())
+        print(f"replaylab: {path} is already done (update {summary.get('update')}); skipping")
+        return summary
+    from replaylab import parallel as D
+    from replaylab.training.build import build_components  # heavy imports only once we know we train
+    from replaylab.results.rows import NullRows, RowWriter
+    from replaylab.training.trainer import Trainer
+
+    D.init_from_env(obj.trainer.device)  # a no-op in a single process
+    if D.is_main():
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    D.barrier()
+    comp = build_components(obj)
+    identity = {
+        "run": path.name, "config_hash": config_hash(cfg), "experiment": obj.experiment,
+        "strategy": obj.strategy.label or obj.strategy.name, "trainer": obj.trainer.kind, "objective": obj.trainer.objective,
+        "model": obj.model.name_or_path, "teacher": obj.teacher.name_or_path if obj.trainer.kind == "opd" else "",
+        "data": obj.data.name, "order": obj.order, "budget": obj.budget.name,
+        "max_response_tokens": obj.budget.max_response_tokens, "seed": obj.trainer.seed,
+        "prompts_per_iteration": obj.trainer.prompts_per_iteration, "samples_per_prompt": obj.trainer.samples_per_prompt,
+        "resample_period": obj.trainer.resample_period,
+    }
+    rows = RowWriter(path / "rows.jsonl", identity) if D.is_main() else NullRows()
+    mirror = None
+    if obj.wandb.enabled and D.is_main():
+        from replaylab.results.wandb_mirror import WandbMirror
+
+        mirror = WandbMirror(path, config_hash(cfg), path.name, OmegaConf.to_container(cfg, resolve=True),
+                             obj.wandb.project, obj.wandb.entity, obj.wandb.group or obj.experiment,
+                             obj.wandb.mode, [obj.strategy.name, obj.trainer.kind, obj.budget.name])
+        rows.mirrors.append(mirror)
+    try:
+        summary = Trainer(obj, comp, path, rows).run()
+    finally:
+        comp.grader.close()
+        if mirror:
+            mirror.finish()
+    if D.is_main():
+        print(f"replaylab: done {path} ({json.dumps(summary)})")
+    return summary
+
+
+@hydra.main(version_base=None, config_path=conf_dir(), config_name="config")
+def main(cfg: DictConfig) -> dict:
+    try:
+        return train(cfg)
+    except ConfigError as e:
+        print(f"replaylab: invalid config: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
