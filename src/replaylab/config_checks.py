@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import MISSING, fields
 
 from replaylab.config_fields import check, check_choice
-from replaylab.objectives import OBJECTIVES  # the package import registers every objective
+from replaylab.objectives import (
+    OBJECTIVES,  # the package import registers every objective
+)
 from replaylab.replay import STRATEGIES  # the package import registers every strategy
 
 # Trainer fields that only some objectives read (each objective declares which in `Objective.reads`).

@@ -42,8 +42,14 @@ def load_checkpoint_into(model, checkpoint: str) -> int:
 
 def evaluate(cfg: DictConfig) -> list[dict]:
     obj = to_object(cfg)
-    from replaylab.training.build import build_evaluate, build_generator, build_grader, load_policy, pick_device
     from replaylab.results.rows import RowWriter
+    from replaylab.training.build import (
+        build_evaluate,
+        build_generator,
+        build_grader,
+        load_policy,
+        pick_device,
+    )
 
     t0 = time.time()
     model, tokenizer = load_policy(obj, pick_device(obj.trainer.device))

@@ -30,8 +30,10 @@ def train(cfg: DictConfig) -> dict:
         print(f"replaylab: {path} is already done (update {summary.get('update')}); skipping")
         return summary
     from replaylab import parallel as D
-    from replaylab.training.build import build_components  # heavy imports only once we know we train
     from replaylab.results.rows import NullRows, RowWriter
+    from replaylab.training.build import (
+        build_components,  # heavy imports only once we know we train
+    )
     from replaylab.training.trainer import Trainer
 
     D.init_from_env(obj.trainer.device)  # a no-op in a single process

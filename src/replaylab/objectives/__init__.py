@@ -5,6 +5,13 @@ computes a minibatch loss from samples, calling the tensor-level losses of `repl
 """
 
 from replaylab.objectives import grpo, opd  # noqa: F401  (registers)
-from replaylab.objectives.base import OBJECTIVES, Objective, Scorers, build_objective, objective_class, register_objective
+from replaylab.objectives.base import (
+    OBJECTIVES,
+    Objective,
+    Scorers,
+    build_objective,
+    objective_class,
+    register_objective,
+)
 
 __all__ = ["OBJECTIVES", "Objective", "Scorers", "build_objective", "objective_class", "register_objective"]

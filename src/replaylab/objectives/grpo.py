@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import torch
 
-from replaylab.models.batching import collate, pad_per_token, response_logits, token_logprobs
-from replaylab.losses import grpo_loss, group_advantages
+from replaylab.losses import group_advantages, grpo_loss
+from replaylab.models.batching import (
+    collate,
+    pad_per_token,
+    response_logits,
+    token_logprobs,
+)
 from replaylab.objectives.base import Objective, Scorers, register_objective
 from replaylab.objectives.inputs import behaviour_weights, old_logprobs
 from replaylab.types import Group, Sample

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from replaylab.models.batching import pad_per_token
 from replaylab.losses.importance import truncated_behaviour_weight
+from replaylab.models.batching import pad_per_token
 from replaylab.types import Sample
 
 

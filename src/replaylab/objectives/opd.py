@@ -9,8 +9,13 @@ token, an importance ratio and a PPO clip; it works with a teacher server and an
 
 from __future__ import annotations
 
-from replaylab.models.batching import collate, pad_per_token, response_logits, token_logprobs
 from replaylab.losses import opd_full_rkl_loss, opd_sampled_loss
+from replaylab.models.batching import (
+    collate,
+    pad_per_token,
+    response_logits,
+    token_logprobs,
+)
 from replaylab.objectives.base import Objective, Scorers, register_objective
 from replaylab.objectives.inputs import behaviour_weights, old_logprobs
 from replaylab.types import Sample

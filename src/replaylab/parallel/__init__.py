@@ -26,13 +26,47 @@ measured and are recorded in docs/scale_out.md.
 """
 
 
-from replaylab.parallel.checkpoint import export_to_hf, full_state_dict, load_sharded, save_sharded
-from replaylab.parallel.collectives import (all_gather_objects, all_reduce_max, all_reduce_mean, all_reduce_sum,
-                                            broadcast_object, shard, shard_bounds, sharded_map)
-from replaylab.parallel.gradients import GradientGroups, clip_grad_norm, full_tensors, grad_norm
-from replaylab.parallel.process import (MODES, DistInfo, barrier, destroy, export_submitit_env, init_from_env,
-                                        is_distributed, is_main, rank, world_size)
-from replaylab.parallel.wrap import decoder_layers, grad_sync_scale, is_fsdp, unwrap, wrap_model
+from replaylab.parallel.checkpoint import (
+                                            export_to_hf,
+                                            full_state_dict,
+                                            load_sharded,
+                                            save_sharded,
+)
+from replaylab.parallel.collectives import (
+                                            all_gather_objects,
+                                            all_reduce_max,
+                                            all_reduce_mean,
+                                            all_reduce_sum,
+                                            broadcast_object,
+                                            shard,
+                                            shard_bounds,
+                                            sharded_map,
+)
+from replaylab.parallel.gradients import (
+                                            GradientGroups,
+                                            clip_grad_norm,
+                                            full_tensors,
+                                            grad_norm,
+)
+from replaylab.parallel.process import (
+                                            MODES,
+                                            DistInfo,
+                                            barrier,
+                                            destroy,
+                                            export_submitit_env,
+                                            init_from_env,
+                                            is_distributed,
+                                            is_main,
+                                            rank,
+                                            world_size,
+)
+from replaylab.parallel.wrap import (
+                                            decoder_layers,
+                                            grad_sync_scale,
+                                            is_fsdp,
+                                            unwrap,
+                                            wrap_model,
+)
 
 __all__ = [
     "MODES", "DistInfo", "GradientGroups", "all_gather_objects", "all_reduce_max", "all_reduce_mean", "all_reduce_sum",

@@ -12,10 +12,14 @@ from torch import nn
 from replaylab.parallel.process import barrier, is_distributed, is_main
 from replaylab.parallel.wrap import unwrap
 
+
 def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """The full (unsharded) state dict on CPU, **on rank 0 only**: other ranks get `{}` (by design,
     SCALE_FACTS §2), so guard every use with `is_main()`. All ranks must call it (it all-gathers)."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+    )
 
     if not is_distributed():
         return {k: v.detach().cpu() for k, v in unwrap(model).state_dict().items()}
@@ -29,7 +33,10 @@ def save_sharded(model: nn.Module, optimizer: torch.optim.Optimizer | None, path
     trainer state: scheduler, strategy, ledger, RNG, counters) is written by rank 0 as extra.pt.
     All ranks must call it; also works in a single process."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_state_dict
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_state_dict,
+    )
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -52,7 +59,10 @@ def load_sharded(model: nn.Module, optimizer: torch.optim.Optimizer | None, path
     and optimizer, in place; returns `extra` (or None)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (
-        get_model_state_dict, get_state_dict, set_model_state_dict, set_state_dict,
+        get_model_state_dict,
+        get_state_dict,
+        set_model_state_dict,
+        set_state_dict,
     )
 
     path = Path(path)

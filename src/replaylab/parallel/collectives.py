@@ -10,6 +10,7 @@ import torch.distributed as dist
 
 from replaylab.parallel.process import is_distributed, rank, world_size
 
+
 def shard_bounds(n: int, rank_: int, world: int) -> tuple[int, int]:
     """[start, end) of rank's contiguous share of n items; sizes differ by at most one."""
     if not 0 <= rank_ < world:

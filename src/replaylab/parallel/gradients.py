@@ -9,6 +9,7 @@ import torch
 
 from replaylab.parallel.wrap import _is_dtensor
 
+
 class GradientGroups:
     """Per-group gradients read off the synchronised `.grad` of each parameter.
 

@@ -9,7 +9,6 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-
 MODES = ("none", "ddp", "fsdp2")
 
 

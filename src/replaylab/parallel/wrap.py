@@ -9,6 +9,7 @@ from torch import nn
 
 from replaylab.parallel.process import MODES, is_distributed, world_size
 
+
 def unwrap(model: nn.Module) -> nn.Module:
     """The module whose parameter names are the HF names: DDP's `.module`; an FSDP2 model is
     sharded in place (same class hierarchy, same names), so it is returned as it is."""
@@ -62,9 +63,9 @@ def wrap_model(model: nn.Module, mode: str, device: torch.device | str,
         raise RuntimeError(f"wrap_model(mode={mode!r}) needs torch.distributed: launch with torchrun "
                            "(or submitit tasks_per_node > 1) and call init_from_env() first")
     if mode == "ddp":
-        from torch.nn.parallel import DistributedDataParallel
-
         import inspect
+
+        from torch.nn.parallel import DistributedDataParallel
 
         # torch >= 2.13 renames broadcast_buffers to forward_sync_buffers (which still syncs at init: fine here).
         sync_kw = ("forward_sync_buffers" if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-
 import torch
 from torch import nn
 
 from replaylab.parallel.checkpoint import load_full_state
 from replaylab.parallel.wrap import is_fsdp, unwrap
 from replaylab.rollout.weight_sync import iter_full_tensors
+
 
 def unwrapped_generation_copy(model: nn.Module, target: nn.Module | None = None) -> nn.Module:
     """A plain transformers model with the training model's current full weights, on every rank,

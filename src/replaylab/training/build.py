@@ -7,12 +7,12 @@ import copy
 import torch
 
 from replaylab.config import Config
-from replaylab.objectives import Objective, build_objective
 from replaylab.models.loading import load_causal_lm, load_tokenizer, resolve_path
+from replaylab.objectives import Objective, build_objective
 from replaylab.replay.base import PromptStream, build_strategy
 from replaylab.rollout.base import SamplingParams
 from replaylab.tasks.datasets import data_order, render_prompts, training_rows
-from replaylab.training.trainer import Components
+from replaylab.training.components import Components
 
 
 def pick_device(name: str) -> torch.device:

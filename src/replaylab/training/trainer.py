@@ -10,9 +10,7 @@ as an uninterrupted one.
 
 from __future__ import annotations
 
-import math
 import random
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -20,43 +18,28 @@ from tqdm.auto import tqdm
 
 from replaylab import parallel as D
 from replaylab.models.batching import score_logprobs
+from replaylab.objectives import Scorers
+from replaylab.replay.base import StepContext, UpdateStats
+from replaylab.results.rows import RowWriter
+from replaylab.rollout.base import SamplingParams
 from replaylab.training.budget import Ledger
+from replaylab.training.components import Components, TrainingDiverged, derived_seed  # noqa: F401 (re-exported)
 from replaylab.training.grad_stats import CountSketch
-from replaylab.objectives import Objective, Scorers
 from replaylab.training.probe import ProbeSet
 from replaylab.training.provenance import Provenance
-from replaylab.replay.base import PromptStream, ReplayStrategy, StepContext, UpdateStats
-from replaylab.rollout.base import SamplingParams
-from replaylab.training.runs import latest_checkpoint, load_checkpoint, mark_done, prune_checkpoints, save_checkpoint, write_latest
-from replaylab.results.rows import RowWriter
+from replaylab.training.runs import (
+    latest_checkpoint,
+    load_checkpoint,
+    mark_done,
+    prune_checkpoints,
+    save_checkpoint,
+    write_latest,
+)
+from replaylab.training.updates import UpdatesMixin
 from replaylab.types import Group, Sample
 
 
-class TrainingDiverged(RuntimeError):
-    """A non-finite loss or gradient; the last good checkpoint is left untouched."""
-
-
-@dataclass
-class Components:
-    policy: torch.nn.Module
-    tokenizer: object
-    generator: object  # rollout.base.Generator
-    teacher: object | None  # teacher.base.TeacherScorer
-    grader: object  # grading.Grader
-    strategy: ReplayStrategy
-    stream: PromptStream
-    evaluate: object  # callable(update) -> list[(benchmark, metrics, n)] or None
-    ref_model: torch.nn.Module | None = None
-    initial_generator: object | None = None  # samples from a frozen copy of the initial policy
-    objective: Objective | None = None  # what scores samples and gives the loss (replaylab.objectives)
-
-
-def derived_seed(*parts: object) -> int:
-    """A 31-bit seed from the run seed and a purpose, stable across Python processes."""
-    return random.Random("/".join(map(str, parts))).getrandbits(31)
-
-
-class Trainer:
+class Trainer(UpdatesMixin):
     def __init__(self, cfg, comp: Components, run_dir: Path, rows: RowWriter):
         self.cfg, self.c, self.run_dir, self.rows = cfg, comp, run_dir, rows
         t = cfg.trainer
@@ -281,74 +264,6 @@ class Trainer:
             logps = D.sharded_map(lambda chunk: [lp for lp, _ in score_logprobs(model, chunk, self.pad_id, mb, temp)], stale, mb)
         for s, logp in zip(stale, logps):
             s.proximal_logprobs = logp
-
-    def train_on(self, samples: list[Sample], provenance: Provenance) -> tuple[list[float], list | None, dict[str, float]]:
-        t = self.cfg.trainer
-        norms: list[float] = []
-        sketches: list | None = [] if self.sketch else None
-        totals: dict[str, float] = {}
-        for p in range(t.resample_period):
-            order = list(range(len(samples)))
-            random.Random(derived_seed(t.seed, "minibatch", self.iteration, p)).shuffle(order)
-            # Near-equal minibatches: strategies that enlarge groups (RePO, RLEP) make batches that
-            # need not divide evenly, and no sample may be dropped.
-            bounds = [round(m * len(order) / t.minibatches) for m in range(t.minibatches + 1)]
-            for m in range(t.minibatches):
-                mb = [samples[i] for i in order[bounds[m] : bounds[m + 1]]]
-                provenance.add(mb, self.update)
-                mb_norms, mb_sketches, metrics = self.optimizer_step(mb, self.stat_groups)
-                norms += mb_norms
-                if sketches is not None:
-                    sketches += mb_sketches
-                for k, v in metrics.items():
-                    totals[k] = totals.get(k, 0.0) + v / t.updates_per_iteration
-        return norms, sketches, totals
-
-    def optimizer_step(self, mb: list[Sample], n_groups: int) -> tuple[list[float], list, dict[str, float]]:
-        """One update on minibatch `mb`, split into `n_groups` gradient groups whose gradients are
-        measured for the strategy. Each group is a slice of the global minibatch; under DDP/FSDP2 each
-        rank backpropagates its share of it, so a group's gradient, its norm and the update are the
-        same whatever the world size."""
-        t, model = self.cfg.trainer, self.c.policy
-        model.train()
-        size = math.ceil(len(mb) / n_groups)
-        parts = [mb[i : i + size] for i in range(0, len(mb), size)]
-        norms, sketches, metrics = [], [], {}
-        self.opt.zero_grad(set_to_none=True)
-        self.grad_groups.reset()
-        for part in parts:
-            local = D.shard(part)
-            dummy = not local  # a rank without samples still joins the collectives, with weight 0
-            loss, m = self.objective.loss(model, local or part[:1], self.pad_id, self.c.ref_model)
-            if D.all_reduce_max(0.0 if torch.isfinite(loss) else 1.0):
-                raise TrainingDiverged(
-                    f"non-finite loss ({loss.item()}) at update {self.update + 1}, iteration {self.iteration}; "
-                    f"the last good checkpoint in {self.run_dir / 'checkpoints'} is kept. Lower trainer.lr or check the data."
-                )
-            w_local = 0.0 if dummy else self.objective.share(local, mb)
-            (loss * (w_local * D.grad_sync_scale())).backward()
-            w = self.objective.share(part, mb)
-            grads = self.grad_groups.take()
-            norms.append(D.grad_norm(grads) / w)
-            if self.sketch:
-                sketches.append(self.sketch(D.full_tensors(grads)) / w)
-            for k, v in m.items():
-                metrics[k] = metrics.get(k, 0.0) + w_local * v
-        if D.world_size() > 1:
-            keys = sorted(metrics)
-            metrics = dict(zip(keys, D.all_reduce_sum([metrics[k] for k in keys])))
-        total = D.clip_grad_norm(self.params, t.grad_clip)
-        if not math.isfinite(total):
-            raise TrainingDiverged(f"non-finite gradient norm at update {self.update + 1}; last good checkpoint kept")
-        self.opt.step()
-        self.sched.step()
-        self.opt.zero_grad(set_to_none=True)
-        self.update += 1
-        self.ledger.updates = self.update
-        self.c.generator.sync_weights(model, self.update)
-        metrics["grad_norm"] = total
-        metrics["lr"] = self.sched.get_last_lr()[0]
-        return norms, sketches, metrics
 
     def batch_metrics(self, groups: list[Group], gen_tokens: int, gen_seconds: float) -> dict[str, float]:
         samples = [s for g in groups for s in g.samples]
