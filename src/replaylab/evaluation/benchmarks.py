@@ -1,7 +1,7 @@
 """The benchmark registry: which question sets a model is scored on, with how many samples each.
 
 A `Benchmark` is a fixed list of (id, question, gold answer) items plus `k`, the default samples per
-problem for avg@k. k follows the reporting rule in research/ANCHORS.md §5: the 30-40-problem
+problem for avg@k. k follows the common reporting convention: the 30-40-problem
 competition sets are too small for one sample to mean anything (the same model moves by 2-4 solved
 out of 30 across seeds), so they get k=16; MATH-500, Minerva and OlympiadBench (272-675 problems)
 get k=4; GSM8K (1319 problems, near saturation for the models we train) gets k=1; the tiny suite is

@@ -1,7 +1,7 @@
 """Per-sample evaluation records -> tidy metric rows, one per (benchmark, metric), plus suite means.
 
 Kept apart from the runner so that metrics can be recomputed from stored records (a changed grader,
-a new metric) without generating again. Conventions (DESIGN.md "Evaluation"):
+a new metric) without generating again. Conventions (docs/architecture.md):
 - a problem whose gold answer the grader cannot parse is skipped, not scored 0, and counted in
   `unparseable_gold`; grader timeouts and errors score 0 and are counted (`timeouts`,
   `grading_errors`), so a table can flag a benchmark where grading, not the model, moved the number;

@@ -2,7 +2,7 @@
 
 Why not multiprocessing.Pool / ProcessPoolExecutor: neither can kill one stuck worker. A timed-out
 `future.result(timeout)` leaves the worker running, so one permanently hung sympy call silently
-removes a slot (verl's pitfall, research/ANCHORS.md section 5.3). Here every worker has its own
+removes a slot (a pitfall verl users report). Here every worker has its own
 socket; the parent multiplexes them with `multiprocessing.connection.wait`, tracks a deadline for
 the item each worker is on, and SIGKILLs and replaces a worker that overruns. Items queued behind
 the killed one go back to the queue; the overrunning item is reported as a timeout.

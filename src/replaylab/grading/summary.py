@@ -1,7 +1,7 @@
 """Tally graded rows: counts per status and accuracy, overall and per benchmark.
 
 Accuracy excludes `unparseable_gold` and `error` rows from its denominator: neither says anything
-about the model (research/ANCHORS.md section 5.2: an unparseable gold is skipped, not scored 0).
+about the model (an unparseable gold is skipped, not scored 0).
 Timeouts and missing answers do count as wrong, as they do in training rewards.
 """
 

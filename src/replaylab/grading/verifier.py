@@ -5,7 +5,7 @@ trainer stays cheap. Tests may call it directly, but only from a MAIN thread: ma
 timeouts use signal.alarm, which raises in any other thread. Importing it applies the
 latex2sympy compatibility patch (_compat.py) to the importing process.
 
-How math-verify is called (see research/ANCHORS.md section 5.2):
+How math-verify is called (following math-verify's documented usage):
 - the gold is wrapped in `\\boxed{}` so the parser does not rewrite it, with a `$...$` retry when
   the boxed form yields no sympy expression; LaTeX then plain-expression extraction;
 - a boxed prediction is parsed as `\\boxed{answer}` with LaTeX extraction only;

@@ -1,8 +1,8 @@
-"""Clipped-surrogate policy-gradient loss for GRPO / DAPO / Dr. GRPO (ALGORITHMS.md §1.1).
+"""Clipped-surrogate policy-gradient loss for GRPO / DAPO / Dr. GRPO (GRPO, Shao et al. 2024; DAPO, Yu et al. 2025; Dr. GRPO, Liu et al. 2025).
 
 Per token ``l_t = w_t * min(r_t A, clip(r_t, 1 - clip_low, 1 + clip_high) A)`` with
 ``r_t = exp(logp - old_logp)`` (surrogate.py), optional dual clip, optional detached decoupled-IS
-weight ``w_t`` (importance.py; ALGORITHMS.md §5.2 step 4), plus ``kl_coef * k3`` to a reference
+weight ``w_t`` (importance.py; decoupled PPO, Hilton et al. 2022), plus ``kl_coef * k3`` to a reference
 policy (kl.py). The loss minimised is ``aggregate(-l_t + kl_coef * k3_t)`` (aggregation.py).
 """
 

@@ -1,6 +1,6 @@
 """Importance-sampling utilities for decoupled off-policy corrections.
 
-Three policies can be involved in one token's loss (ALGORITHMS.md §0, §5.2; decoupled PPO,
+Three policies can be involved in one token's loss (decoupled PPO,
 Hilton et al. 2021):
 
 * ``mu`` (behaviour) -- the policy that generated the token (older than the current step for a

@@ -1,5 +1,5 @@
 """On-policy distillation (OPD) losses: minimise the per-token reverse KL ``KL(pi_S || pi_T)`` of
-the student to a frozen teacher on student-generated prefixes (ALGORITHMS.md §1.2, §2.3).
+the student to a frozen teacher on student-generated prefixes (GKD, Agarwal et al. 2024; Thinking Machines' on-policy distillation, 2025).
 
 Two estimators:
 
@@ -66,8 +66,7 @@ def opd_sampled_loss(
 
     ``A_t = coef * (teacher_logprobs - old_logprobs)`` is detached. ``old_logprobs`` serves both
     the advantage and the ratio ``w_t = exp(logprobs - old_logprobs)``; it need NOT be the
-    behaviour policy: for replayed initial-policy rollouts the recommended default (ALGORITHMS.md
-    §2.3, §12.7) passes the student log-prob recomputed under the current model at replay time,
+    behaviour policy: for replayed initial-policy rollouts the recommended default (AsyncOPD, arXiv 2606.24143) passes the student log-prob recomputed under the current model at replay time,
     and no ``pi_theta / pi_0`` weight. The optional behaviour correction is a separate detached
     ``behaviour_weight`` ``b_t`` (e.g. ``truncated_behaviour_weight(old, behaviour, cap=2)``).
 

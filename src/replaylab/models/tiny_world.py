@@ -1,7 +1,7 @@
 """Build, cache and locate the tiny world: tokenizer, SFT teacher and weaker student.
 
 The teacher is a small Qwen3-architecture model trained by SFT on the arithmetic task; the student
-is an early checkpoint of the same run (TINY_RECIPES.md: an early checkpoint has room to learn yet
+is an early checkpoint of the same run (measured: an early checkpoint has room to learn yet
 earns rewards). The build is deterministic and cached under a directory keyed by the hash of its
 build config, so `make tiny` twice is a cache hit and every run of a sweep shares one build.
 """

@@ -15,7 +15,7 @@ from replaylab.parallel.wrap import unwrap
 
 def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     """The full (unsharded) state dict on CPU, **on rank 0 only**: other ranks get `{}` (by design,
-    SCALE_FACTS §2), so guard every use with `is_main()`. All ranks must call it (it all-gathers)."""
+    docs/scale_out.md), so guard every use with `is_main()`. All ranks must call it (it all-gathers)."""
     from torch.distributed.checkpoint.state_dict import (
         StateDictOptions,
         get_model_state_dict,

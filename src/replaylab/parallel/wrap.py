@@ -47,7 +47,7 @@ def wrap_model(model: nn.Module, mode: str, device: torch.device | str,
     * ddp: DistributedDataParallel; rank 0's weights are broadcast at construction. Buffers are not
       re-broadcast at each forward (`forward_sync_buffers=False`): HF LMs only hold constant rotary
       buffers, and a per-forward broadcast would make every no-grad scoring pass a collective.
-    * fsdp2: `fully_shard` on every decoder layer, then on the root (SCALE_FACTS §1). Every rank
+    * fsdp2: `fully_shard` on every decoder layer, then on the root (docs/scale_out.md). Every rank
       must hold the same full weights when this is called (they do after `from_pretrained`).
       `param_dtype` (e.g. bfloat16) enables FSDP2 mixed precision with fp32 gradient reduction.
 

@@ -1,8 +1,8 @@
 """`PromptBuffer`: the one replay store the strategies share, keyed by prompt uid.
 
-Every replay method in ALGORITHMS.md keeps its stored experience per prompt: RePO a FIFO deque of
-completions per prompt (§4.2 step 3), POPO effective groups tagged with their generation step
-(§5.2), RLEP a pool of verified answers per question (§6). One small store covers all of them:
+Every replay method here keeps its stored experience per prompt: RePO a FIFO deque of
+completions per prompt, POPO effective groups tagged with their generation step,
+RLEP a pool of verified answers per question. One small store covers all of them:
 
 * per-prompt FIFO with an optional bound (`max_per_prompt`: the oldest entry of that prompt goes);
 * an optional global bound (`max_total`: the oldest entry of the whole store goes);
@@ -59,7 +59,7 @@ class PromptBuffer:
             self.add(uid, item, step)
 
     def remove(self, uid: str, entry: Entry) -> None:
-        """Take one entry out (e.g. a group used once, POPO §5.2)."""
+        """Take one entry out (e.g. a group used once, as POPO does)."""
         q = self._store[uid]
         q.remove(entry)
         self._size -= 1

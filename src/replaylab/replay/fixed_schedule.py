@@ -1,4 +1,4 @@
-"""`fixed_schedule`: N current-policy updates, then initial-policy replay (ALGORITHMS.md §2.2).
+"""`fixed_schedule`: N current-policy updates, then initial-policy replay (R-OPD abstract).
 
 The R-OPD abstract's fixed baseline is 40 current-policy updates followed by 20 replay updates.
 The run is exactly `current_updates + replay_updates` long (`budget.max_updates` must say so), and

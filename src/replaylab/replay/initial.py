@@ -1,9 +1,9 @@
-"""`initial`: train only on initial-policy rollouts (R-OPD study baseline, ALGORITHMS.md §2).
+"""`initial`: train only on initial-policy rollouts (R-OPD study baseline; docs/ropd_trigger.md).
 
 Every iteration takes the next prompts of the data order and samples them from a frozen copy of
 the initial policy; nothing is ever sampled from the current policy. Teacher scores and rewards are
 cached on the samples; the student's log-probs are recomputed under the current policy at training
-time (§2.3), which is what the trainer does for every sample it did not just generate.
+time (R-OPD: recomputed under the current student), which is what the trainer does for every sample it did not just generate.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""`popo`: prioritized group replay in place of zero-variance groups (ALGORITHMS.md §5).
+"""`popo`: prioritized group replay in place of zero-variance groups (Mao et al., arXiv 2606.01281).
 
-POPO (Mao et al., arXiv 2606.01281; abstract only, so the concrete form is §5.2's recommendation)
+POPO (Mao et al., arXiv 2606.01281; abstract only, so the concrete form is our recommendation)
 fills a GRPO batch with *effective* off-policy groups instead of spending extra rollouts on
 dynamic sampling. Every fresh group with reward std > 0 enters a buffer with its iteration; each
 fresh group whose rewards are all equal (no gradient) is replaced by one buffered effective group,
@@ -10,7 +10,7 @@ a group is never replayed for a prompt this iteration already sampled (its fresh
 nor twice for one prompt in a batch. Ties go to the older entry (buffer order). A zero-variance group
 with nothing eligible to replace it stays (zero advantage, no gradient): the batch keeps P groups.
 
-Off-policy treatment (§5.2 step 4, decoupled PPO): replayed samples keep `ratio_base='proximal'`,
+Off-policy treatment (the paper's step 4, decoupled PPO): replayed samples keep `ratio_base='proximal'`,
 so the clip is centred on the policy at the start of the iteration like for fresh samples, and
 carry `is_cap = c`, so the loss multiplies their tokens by the truncated weight min(pi_prox/mu, c).
 Their advantages come from their own stored rewards: the trainer z-scores within the replayed group,
@@ -29,11 +29,11 @@ from replaylab.types import Group, OffPolicy
 
 @dataclass
 class POPOConfig(StrategyConfig):
-    name: str = knob("popo", "replace zero-variance groups by prioritized buffered effective groups (ALGORITHMS.md §5)")
-    decay: float = knob(0.7, "recommended (§5.2 step 3, §12.14; paper value not retrieved): lambda of priority "
+    name: str = knob("popo", "replace zero-variance groups by prioritized buffered effective groups (Mao et al., arXiv 2606.01281)")
+    decay: float = knob(0.7, "recommended (the paper's step 3, ours; paper value not retrieved): lambda of priority "
                              "q * lambda^age, in [0.5, 0.9]")
-    max_age: int = knob(8, "recommended (§12.14: 4-8; paper value not retrieved): drop groups older than this many iterations")
-    is_cap: float = knob(2.0, "recommended (§5.2 step 4, §12.14: c = 2): truncation of the decoupled weight min(pi_prox/mu, c)")
+    max_age: int = knob(8, "recommended (ours: 4-8; paper value not retrieved): drop groups older than this many iterations")
+    is_cap: float = knob(2.0, "recommended (the paper's step 4, ours: c = 2): truncation of the decoupled weight min(pi_prox/mu, c)")
 
     def __post_init__(self) -> None:
         p = "strategy."

@@ -1,12 +1,12 @@
-"""`prompt_replay`: re-ask prompts whose last pass rate was near 0.5 (ALGORITHMS.md §3).
+"""`prompt_replay`: re-ask prompts whose last pass rate was near 0.5 (Baroian & Berger, arXiv 2603.21177).
 
 Prompt Replay (Baroian & Berger, arXiv 2603.21177; code `baroian/GRPO_prompt_replay`) reuses
 *prompts only*, never trajectories: a replayed prompt takes an ordinary rollout slot and gets G
-fresh rollouts from the current policy, so every sample stays on-policy (§3.1). Per-prompt state
+fresh rollouts from the current policy, so every sample stays on-policy. Per-prompt state
 (last pass rate, last step, reuse count, next ready step) feeds a min-heap keyed by |p - 0.5|,
-where the per-prompt GRPO signal p(1 - p) is largest (§3.2).
+where the per-prompt GRPO signal p(1 - p) is largest.
 
-Choices where our synchronous loop differs from the asynchronous open-instruct code (§3.2):
+Choices where our synchronous loop differs from the asynchronous open-instruct code:
 * "in flight" prompts do not exist across iterations here; within one iteration a prompt is never
   replayed twice, and never replayed when the same iteration's fresh draw already contains it
   (set aside, stays queued);
@@ -30,15 +30,15 @@ from replaylab.types import Group
 
 @dataclass
 class PromptReplayConfig(StrategyConfig):
-    name: str = knob("prompt_replay", "re-ask prompts with pass rate near 0.5 (fresh rollouts; ALGORITHMS.md §3)")
-    replay_fraction: float = knob(0.5, "paper code default (§3.3): share of each iteration's prompts that may be replays; "
+    name: str = knob("prompt_replay", "re-ask prompts with pass rate near 0.5 (fresh rollouts; Baroian & Berger, arXiv 2603.21177)")
+    replay_fraction: float = knob(0.5, "paper code default: share of each iteration's prompts that may be replays; "
                                        "clamped to <= 0.5 like the code; budget = min(floor(P f), floor(P/2))")
-    cooldown: int = knob(5, "paper code default (§3.3): iterations between a prompt's scoring and its next replay")
-    cooldown_jitter: float = knob(0.2, "paper (§3.2 step 4): relative +-jitter of the ready step, drawn from the strategy RNG")
-    max_reuse: int = knob(5, "paper iterator/1.5B-script default (§3.3; the argparse default is 20): replays per prompt, "
+    cooldown: int = knob(5, "paper code default: iterations between a prompt's scoring and its next replay")
+    cooldown_jitter: float = knob(0.2, "paper: relative +-jitter of the ready step, drawn from the strategy RNG")
+    max_reuse: int = knob(5, "paper iterator/1.5B-script default (the argparse default is 20): replays per prompt, "
                              "0 = unlimited")
-    min_pass_rate: float = knob(0.24, "paper code default (§3.3): lowest pass rate (inclusive, and > 0) that enters the heap")
-    max_pass_rate: float = knob(0.70, "paper code default (§3.3): highest pass rate (inclusive) that enters the heap")
+    min_pass_rate: float = knob(0.24, "paper code default: lowest pass rate (inclusive, and > 0) that enters the heap")
+    max_pass_rate: float = knob(0.70, "paper code default: highest pass rate (inclusive) that enters the heap")
 
     def __post_init__(self) -> None:
         p = "strategy."
@@ -64,7 +64,7 @@ class PromptReplay(ReplayStrategy):
         self.replayed_now: list[str] = []  # uids replayed in the current iteration (plan -> observe)
 
     def budget(self, prompts_per_iteration: int) -> int:
-        """b = min(floor(P f), floor(P/2)) with f clamped to <= 0.5 (§3.2 step 2)."""
+        """b = min(floor(P f), floor(P/2)) with f clamped to <= 0.5."""
         f = min(self.cfg.replay_fraction, 0.5)
         return min(math.floor(prompts_per_iteration * f), prompts_per_iteration // 2)
 
@@ -101,12 +101,12 @@ class PromptReplay(ReplayStrategy):
     def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
         cfg = self.cfg
         for g in groups:
-            p = g.pass_rate  # mean(score) / max_score with a binary reward (§3.2 step 1)
+            p = g.pass_rate  # mean(score) / max_score with a binary reward
             st = self.prompts.setdefault(g.prompt.uid, {"prompt": g.prompt, "reuse": 0, "ready": 0, "queued": None})
             st.update(pass_rate=p, last_step=ctx.iteration, queued=None)
             in_window = p > 0 and cfg.min_pass_rate <= p <= cfg.max_pass_rate
             if in_window and (not cfg.max_reuse or st["reuse"] < cfg.max_reuse):
-                entry = (abs(p - 0.5), p, st["reuse"], g.prompt.uid)  # ties: lower p first (§12.11)
+                entry = (abs(p - 0.5), p, st["reuse"], g.prompt.uid)  # ties: lower p first (ours)
                 heapq.heappush(self.heap, entry)
                 st["queued"] = entry
                 jitter = ctx.rng.uniform(1 - cfg.cooldown_jitter, 1 + cfg.cooldown_jitter)

@@ -1,11 +1,11 @@
-"""`repo`: RePO, replay-enhanced policy optimisation (ALGORITHMS.md §4; Li et al., arXiv 2506.09340).
+"""`repo`: RePO, replay-enhanced policy optimisation (Li et al., arXiv 2506.09340).
 
 Each prompt keeps a FIFO buffer of its past completions (with their rewards and behaviour
 log-probs). When a prompt comes back and its buffer holds at least `min_cache_to_replay` entries,
-up to `num_replays` of them are added to its fresh group as off-policy rows (§4.2 step 2), chosen
+up to `num_replays` of them are added to its fresh group as off-policy rows, chosen
 *before* this iteration's completions enter the buffer, so a step never replays itself.
 
-Off-policy treatment (§4.2 step 6): replayed rows are copies (`Sample.replayed`) whose PPO ratio is
+Off-policy treatment: replayed rows are copies (`Sample.replayed`) whose PPO ratio is
 taken against their *stored behaviour* log-probs (`OffPolicy(ratio_base='behaviour')`), clipped
 like the online rows; they keep their original `policy_version`. `is_cap` is set to None on them
 so a trainer-wide `trainer.is_cap` never adds a second (decoupled) correction on top. The stored
@@ -39,15 +39,15 @@ SELECTIONS = ("all", "random", "recent", "highest", "max_variance")
 
 @dataclass
 class RePOConfig(StrategyConfig):
-    name: str = knob("repo", "RePO: fresh groups plus off-policy rows from a per-prompt buffer (ALGORITHMS.md §4)")
-    max_cache_size: int = knob(16, "paper launcher (§4.3): completions kept per prompt (FIFO)")
-    min_cache_to_replay: int = knob(16, "paper launcher (§4.3): replay a prompt only once its buffer holds this many "
-                                        "(16 with 8 fresh per visit = from the 3rd visit on, §12.12)")
-    num_replays: int = knob(8, "paper launcher (§4.3): replayed rows per prompt, k = min(buffer, num_replays)")
-    selection: str = knob("highest", "paper launcher for Qwen3 (§4.3, §12.13; recent for Qwen2.5-Math): all (whole "
+    name: str = knob("repo", "RePO: fresh groups plus off-policy rows from a per-prompt buffer (Li et al., arXiv 2506.09340)")
+    max_cache_size: int = knob(16, "paper launcher: completions kept per prompt (FIFO)")
+    min_cache_to_replay: int = knob(16, "paper launcher: replay a prompt only once its buffer holds this many "
+                                        "(16 with 8 fresh per visit = from the 3rd visit on, ours)")
+    num_replays: int = knob(8, "paper launcher: replayed rows per prompt, k = min(buffer, num_replays)")
+    selection: str = knob("highest", "paper launcher for Qwen3 (recent for Qwen2.5-Math): all (whole "
                                      "buffer, num_replays ignored) | random | recent | highest (reward) | max_variance")
-    normalization: str = knob("split", "paper default (§4.2 step 5): split (online / replay baselines) | mixed")
-    lambda_off: float = knob(1.0, "paper default (§4.2 step 6): weight of the replayed rows' token losses")
+    normalization: str = knob("split", "paper default: split (online / replay baselines) | mixed")
+    lambda_off: float = knob(1.0, "paper default: weight of the replayed rows' token losses")
     max_variance_exhaustive: int = knob(20000, "our choice: max_variance searches all k-subsets (the paper's method) "
                                                "up to this many (C(16, 8) = 12870 at the defaults); above, an "
                                                "exact-in-value O(n log n + k^2) search (best_variance_subset)")
@@ -103,7 +103,7 @@ class RePO(ReplayStrategy):
         self.buffer = PromptBuffer(max_per_prompt=cfg.max_cache_size)
 
     def select(self, stored: list[Sample], ctx: StepContext) -> list[Sample]:
-        """The paper's retrieval strategies (§4.2 step 2) over one prompt's buffer (oldest first)."""
+        """The paper's retrieval strategies over one prompt's buffer (oldest first)."""
         cfg = self.cfg
         if len(stored) < cfg.min_cache_to_replay:
             return []
@@ -120,7 +120,7 @@ class RePO(ReplayStrategy):
         return [stored[i] for i in idx]
 
     def compose(self, fresh: list[Group], initial: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
-        # Retrieval for every group first, then the buffer update (§4.2 steps 2-3).
+        # Retrieval for every group first, then the buffer update (the paper's steps 2-3).
         chosen = [self.select(self.buffer.items(g.prompt.uid), ctx) for g in fresh]
         for g in fresh:  # stored as copies: the trainer writes advantages into the fresh samples' extras
             self.buffer.extend(g.prompt.uid, [s.replayed(source=s.source) for s in g.samples], ctx.iteration)

@@ -1,15 +1,15 @@
-"""`rlep`: RL with experience replay of verified successes (ALGORITHMS.md §6; arXiv 2507.07451).
+"""`rlep`: RL with experience replay of verified successes (arXiv 2507.07451).
 
 Phase 1, experience collection: before training, the trainer samples answers for every prompt the
 run will see (`initial_prompts` peeks the data order for the whole run) and scores them; verified
-successes (reward == 1) are kept for prompts with at least `min_successes` of them (§6 step 1).
+successes (reward == 1) are kept for prompts with at least `min_successes` of them.
 Phase 2, replay: every fresh group gets up to `replays_per_group` stored successes of its prompt,
 drawn with the strategy RNG (all of them when the pool is no larger, as in the code); the advantage
 is z-scored over the whole enlarged group (shared baseline, no `baseline_labels`). Groups whose pool
 is smaller just get fewer rows, and prompts without a pool none: the group shrinks instead of being
-padded with empty responses (§12.15).
+padded with empty responses (ours).
 
-Replayed answers are treated as on-policy (§6 step 3: verl recomputes `old_log_prob` with the current
+Replayed answers are treated as on-policy (the paper's step 3: verl recomputes `old_log_prob` with the current
 policy): `ratio_base='proximal'` and `is_cap=None`, so the ratio is pi_theta / pi_prox with no
 behaviour correction, whatever `trainer.is_cap` says. They keep `source='initial'`.
 
@@ -32,9 +32,9 @@ from replaylab.types import Group, OffPolicy, Prompt
 
 @dataclass
 class RLEPConfig(StrategyConfig):
-    name: str = knob("rlep", "replay verified successes of the initial policy into each fresh group (ALGORITHMS.md §6)")
-    replays_per_group: int = knob(2, "paper code (§6 step 2, experience_replay_num): stored successes added per group")
-    min_successes: int = knob(2, "paper (§6 step 1): keep a prompt's pool only with at least this many correct answers")
+    name: str = knob("rlep", "replay verified successes of the initial policy into each fresh group (RLEP, arXiv 2507.07451)")
+    replays_per_group: int = knob(2, "paper code (experience_replay_num): stored successes added per group")
+    min_successes: int = knob(2, "paper: keep a prompt's pool only with at least this many correct answers")
 
     def __post_init__(self) -> None:
         check(self.replays_per_group >= 1, "strategy.replays_per_group", f"must be >= 1, got {self.replays_per_group}")

@@ -13,7 +13,7 @@ from replaylab.rollout.weight_sync import iter_full_tensors
 def unwrapped_generation_copy(model: nn.Module, target: nn.Module | None = None) -> nn.Module:
     """A plain transformers model with the training model's current full weights, on every rank,
     for `generate` and no-grad scoring: its forward has no collectives, so ranks may generate
-    different prompts and lengths without deadlocking (SCALE_FACTS §3).
+    different prompts and lengths without deadlocking (docs/scale_out.md).
 
     * DDP / plain models: the unwrapped module itself (it already holds the full weights and its
       own forward bypasses DDP's hooks), like HFGenerator's reference to the policy.

@@ -1,6 +1,6 @@
 """Moving the trainer's weights into a rollout engine: one small, version-pinned interface.
 
-Two halves (SCALE_FACTS §4 for how verl, TRL and prime-rl do the same):
+Two halves (docs/scale_out.md for how verl, TRL and prime-rl do the same):
 
 * `iter_full_tensors(model)`: the trainer side. Streams `(hf_name, full_tensor)` pairs from a
   plain, DDP or FSDP2 model, all-gathering one DTensor at a time (peak memory: one full tensor).
@@ -13,7 +13,7 @@ Two halves (SCALE_FACTS §4 for how verl, TRL and prime-rl do the same):
   its fused parameters (qkv_proj, gate_up_proj) and copies in place, so CUDA graphs stay valid.
   The prefix cache is then reset (cached KV blocks were computed with the old weights).
   vLLM's newer native weight-transfer API (`WeightTransferConfig`, NCCL/IPC engines) changed shape
-  twice between 0.16 and 0.29 (SCALE_FACTS §4), which is why this path sticks to the two calls that
+  twice between 0.16 and 0.29 (docs/scale_out.md), which is why this path sticks to the two calls that
   have been stable since early 2025: `collective_rpc` with a callable and `load_weights`.
   Against real vLLM it is tested only in the gpu-marked tests/test_vllm_gpu.py (the glue also
   against a fake engine on CPU).

@@ -98,10 +98,6 @@ def load_checkpoint(target: Path) -> dict:
     return torch.load(target, map_location="cpu", weights_only=False)
 
 
-def clear_run(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def export_checkpoint(target: Path, out_dir: Path, base_model_dir: str) -> Path:
     """A checkpoint (a .pt file, or a sharded torch.distributed.checkpoint directory) as a plain
     transformers directory, with the base model's config and tokenizer."""

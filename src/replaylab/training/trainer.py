@@ -1,4 +1,4 @@
-"""The common trainer: one strategy-blind loop for OPD and GRPO (see DESIGN.md, "One iteration").
+"""The common trainer: one strategy-blind loop for OPD and GRPO (docs/architecture.md).
 
     plan -> generate -> score -> compose -> (prox log-probs) -> updates -> observe -> ledger, rows
 

@@ -1,0 +1,215 @@
+"""From tidy result rows to a comparison table: one cell per (block, row keys, benchmark, metric),
+mean +- 95% t-interval over replicates, with the matched-budget ledger and missing cells marked."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from replaylab.results.frame import DONE, NoRowsError
+from replaylab.results.statistics import t_interval
+
+if TYPE_CHECKING:  # the replaylab CLI imports this module for every subcommand: pandas only when used
+    import pandas as pd
+
+# Identity columns that may become row keys when they vary (so different configs never get
+# averaged as if they were data orders); `order` and `seed` are what a cell aggregates over.
+ROW_CANDIDATES = ("experiment", "trainer", "objective", "model", "teacher", "data", "max_response_tokens",
+                  "prompts_per_iteration", "samples_per_prompt", "resample_period")
+NOT_IDENTITY = {"run", "config_hash", "versions", "status", "run_dir", "order", "seed"}
+ACCURACY = {"avg@k", "pass@k", "pass@1", "ci_low", "ci_high", "truncation_rate", "accuracy"}
+LEDGER = {"updates": "ledger_updates", "trajectories": "ledger_trajectories", "teacher_tokens": "ledger_teacher_tokens_scored"}
+
+
+def is_accuracy(metric: str) -> bool:
+    return metric in ACCURACY or "@" in metric
+
+
+def is_suite_mean(benchmark: str) -> bool:
+    return benchmark == "mean" or str(benchmark).endswith("/mean")
+
+
+def order_benchmarks(names: Iterable[str]) -> list[str]:
+    """Benchmarks sorted by name, suite means last (they are the summary column)."""
+    return sorted(set(names), key=lambda b: (is_suite_mean(b), b))
+
+
+def _sort_key(values: tuple) -> tuple:
+    """Numbers before text and in numeric order (8 before 16), whatever their numpy type."""
+    return tuple((0, v, "") if isinstance(v, numbers.Real) and not isinstance(v, bool) else (1, 0, str(v)) for v in values)
+
+
+def run_index(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: its identity columns and status (the first row of each run)."""
+    runs = df.drop_duplicates("run", keep="first").set_index("run", drop=False)
+    keep = [c for c in runs.columns if c not in {"split", "update", "iteration", "benchmark", "metric", "value", "n"}
+            and not c.startswith("ledger_")]
+    return runs[keep]
+
+
+def default_by(runs: pd.DataFrame, block: str | None) -> list[str]:
+    """`strategy`, plus every identity column that still varies inside a (block, row) group."""
+    by = ["strategy"]
+    for col in ROW_CANDIDATES:
+        if col not in runs.columns or col == block:
+            continue
+        keys = ([block] if block else []) + by
+        if runs.fillna({k: "" for k in keys}).groupby(keys, dropna=False)[col].nunique(dropna=False).max() > 1:
+            by.append(col)
+    return by
+
+
+def _select_eval(df: pd.DataFrame, runs: pd.DataFrame, update: str | int) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Each run's eval rows at the chosen update, and a remark per run that is left out (or, at a
+    fixed update, included although unfinished)."""
+    ev = df[df["split"] == "eval"]
+    excluded: dict[str, str] = {}
+    if update == "final":
+        last = ev.groupby("run")["update"].max()
+        finished = runs.index[runs["status"] == DONE]
+        chosen = ev[ev["run"].isin(finished) & (ev["update"] == ev["run"].map(last))]
+        for run in runs.index:
+            if runs.at[run, "status"] != DONE:
+                excluded[run] = runs.at[run, "status"]
+            elif run not in last.index:
+                excluded[run] = "no eval rows"
+    else:
+        chosen = ev[ev["update"] == int(update)]
+        reached = set(chosen["run"])
+        for run in runs.index:
+            status = runs.at[run, "status"]
+            if run not in reached:
+                excluded[run] = f"no eval at update {update}" + ("" if status == DONE else f" ({status})")
+            elif status != DONE:
+                excluded[run] = f"{status}, included (it reached update {update})"
+    return chosen, excluded
+
+
+def _check_replicates(runs: pd.DataFrame, keys: list[str]) -> None:
+    """Two runs with the same row keys and data order are different configs: refuse to average them."""
+    import pandas as pd
+
+    for _, group in runs.groupby(keys + ["order"], dropna=False):
+        if len(group) > 1:
+            a, b = group.iloc[0], group.iloc[1]
+            diff = [c for c in runs.columns if c not in NOT_IDENTITY and c not in keys
+                    and (pd.isna(a[c]) != pd.isna(b[c]) or (not pd.isna(a[c]) and a[c] != b[c]))]
+            raise ValueError(
+                f"runs {a['run']} and {b['run']} share row keys {dict(zip(keys, (a[k] for k in keys)))} and order "
+                f"{a['order']}: they differ in {diff or 'seed or nothing recorded'}; add the varying column to --by "
+                "instead of averaging different configs as data orders")
+
+
+def _ledger_means(chosen: pd.DataFrame) -> dict[str, float]:
+    import pandas as pd
+
+    per_run = chosen.drop_duplicates("run")
+    out = {}
+    for name, col in LEDGER.items():
+        if col in per_run.columns:
+            values = pd.to_numeric(per_run[col], errors="coerce")
+        elif name == "trajectories" and {"ledger_fresh_trajectories", "ledger_initial_trajectories"} <= set(per_run.columns):
+            values = per_run["ledger_fresh_trajectories"] + per_run["ledger_initial_trajectories"]
+        else:
+            values = pd.Series(dtype=float)
+        out[name] = float(values.mean()) if values.notna().any() else math.nan
+    return out
+
+
+def _groups(runs: pd.DataFrame, block_col: str | None, by: list[str]):
+    """(key, runs of the group, orders expected in its block) for every block x every row-key
+    combination seen anywhere: a strategy missing from one budget shows up there as 'no run'."""
+    import pandas as pd
+
+    combos = sorted(set(runs[by].itertuples(index=False, name=None)), key=_sort_key)
+    blocks = sorted(runs[block_col].unique(), key=lambda v: _block_order(runs, block_col, v)) if block_col else [None]
+    for bval in blocks:
+        in_block = runs[runs[block_col] == bval] if block_col else runs
+        expected = set(in_block["order"].dropna())
+        for combo in combos:
+            mask = pd.Series(True, index=in_block.index)
+            for col, value in zip(by, combo):
+                mask &= in_block[col] == value
+            yield ((bval,) if block_col else ()) + combo, in_block[mask], expected
+
+
+def _block_order(runs: pd.DataFrame, block_col: str, value: Any) -> tuple:
+    """Response budgets in token order (16K before 32K), other blocks by value."""
+    if block_col == "budget" and "max_response_tokens" in runs.columns:
+        tokens = runs.loc[runs["budget"] == value, "max_response_tokens"]
+        first = tokens.min() if tokens.map(lambda t: isinstance(t, numbers.Real)).all() else math.inf
+        return _sort_key((first, value))
+    return _sort_key((value,))
+
+
+def _group_info(group: pd.DataFrame, rows: pd.DataFrame, expected: set, excluded: dict[str, str]) -> dict[str, Any]:
+    """Row-level columns: orders present of those expected, the ledger spent, and why any are missing."""
+    contributing = group.index.intersection(rows["run"].unique())
+    present = set(group.loc[contributing, "order"].dropna())
+    notes = [f"order {_fmt_orders([group.at[r, 'order']])}: {why}" for r, why in excluded.items() if r in group.index]
+    lacking = expected - set(group["order"].dropna())
+    if lacking:
+        notes.append(f"order {_fmt_orders(lacking)}: no run")
+    return {"n_runs": len(contributing), "n_expected": len(expected), "orders": _fmt_orders(present),
+            "missing_orders": _fmt_orders(expected - present), **_ledger_means(rows), "notes": "; ".join(notes)}
+
+
+def _fmt_orders(orders: Iterable[Any]) -> str:
+    return ",".join(str(int(o)) if isinstance(o, float) and o.is_integer() else str(o) for o in sorted(orders, key=str))
+
+
+def build_table(df: pd.DataFrame, metrics: str | Sequence[str] = ("avg@k",), benchmarks: Sequence[str] | None = None,
+                by: Sequence[str] | None = None, block: str | None = "budget", update: str | int = "final",
+                percent: bool = True, level: float = 0.95) -> pd.DataFrame:
+    """Tidy table: one row per (block, row keys, benchmark, metric) cell with numeric mean, sd,
+    ci_low, ci_high, n (orders present), n_expected (orders any run of the block has), the
+    group's mean ledger budget (updates, trajectories, teacher_tokens) and notes on what is
+    missing or excluded. Accuracy metrics are in percent when `percent`. `benchmarks=["mean"]`
+    selects the suite means; `by=None` picks strategy plus whatever else varies."""
+    import pandas as pd
+
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    evals = df[df["split"] == "eval"]
+    if evals.empty:
+        raise NoRowsError("no eval rows found: no run has evaluated yet (split=eval rows are what tables show)")
+    unknown = [m for m in metrics if m not in set(evals["metric"])]
+    if unknown:
+        raise ValueError(f"metric {unknown} not found among eval metrics {sorted(set(evals['metric']))}")
+    runs = run_index(df)
+    by = list(by) if by else default_by(runs, block)
+    keys = ([block] if block and block not in by else []) + by
+    missing_cols = [k for k in keys if k not in runs.columns]
+    if missing_cols:
+        raise KeyError(f"--by/--block column {missing_cols} is not in the rows; identity columns: "
+                       f"{sorted(c for c in runs.columns if c not in {'status', 'run_dir'})}")
+    runs = runs.astype({k: object for k in keys}).fillna({k: "n/a" for k in keys})
+    _check_replicates(runs, keys)
+    chosen, excluded = _select_eval(df[df["metric"].isin(metrics)], runs, update)
+    chosen = chosen.drop_duplicates(["run", "benchmark", "metric"], keep="last")
+    all_benches = order_benchmarks(evals.loc[evals["metric"].isin(metrics), "benchmark"])
+    if benchmarks:
+        wanted = set(benchmarks)
+        all_benches = [b for b in all_benches if b in wanted or ("mean" in wanted and is_suite_mean(b))]
+        if not all_benches:
+            raise ValueError(f"benchmark {list(benchmarks)} not found among {order_benchmarks(evals['benchmark'])}")
+    block_col = keys[0] if block and block not in by else None
+    out = []
+    for key, group, expected in _groups(runs, block_col, by):
+        rows = chosen[chosen["run"].isin(group.index)]
+        info = {**dict(zip(keys, key)), **_group_info(group, rows, expected, excluded)}
+        for metric in metrics:
+            scale = 100.0 if percent and is_accuracy(metric) else 1.0
+            for bench in all_benches:
+                cell = rows[(rows["metric"] == metric) & (rows["benchmark"] == bench)]["value"].dropna()
+                mean, sd, lo, hi, n = t_interval([scale * v for v in cell], level)
+                out.append({**info, "benchmark": bench, "metric": metric, "unit": "%" if scale == 100.0 else "",
+                            "mean": mean, "sd": sd, "ci_low": lo, "ci_high": hi, "n": n})
+    columns = [*keys, "benchmark", "metric", "unit", "mean", "sd", "ci_low", "ci_high", "n", "n_runs", "n_expected",
+               "orders", "missing_orders", *LEDGER, "notes"]
+    table = pd.DataFrame(out, columns=columns)
+    table.attrs.update(keys=keys, block=block_col, by=by, update=update, metrics=metrics, level=level)
+    return table
+
+
+# --- rendering ----------------------------------------------------------------------------------
