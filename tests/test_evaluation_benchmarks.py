@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replaylab.evaluation import data as data_mod
+from replaylab.tasks import data_root as data_mod
 from replaylab.evaluation.benchmarks import (
     MATH_INSTRUCTION,
     benchmark_names,
