@@ -175,17 +175,18 @@ def test_clear_errors(samples, fake):
 
 
 def test_build_refuses_full_rkl_with_a_server_teacher():
+    # The refusal happens when the config is checked, before any model loads (config_checks.check_teacher).
+    from conftest import compose
+    from replaylab.config import ConfigError, to_object
+    from replaylab.objectives import build_objective
     from replaylab.training.build import build_teacher
-    from replaylab.config import TeacherConfig, TrainerConfig
 
-    class Cfg:
-        trainer = TrainerConfig(kind="opd", objective="opd_full_rkl")
-        teacher = TeacherConfig(kind="server", server_url="http://127.0.0.1:1/v1", name_or_path="t")
-
-    with pytest.raises(ValueError, match="opd_sampled"):
-        build_teacher(Cfg(), torch.device("cpu"), None)
-    Cfg.trainer = TrainerConfig(kind="opd", objective="opd_sampled")
-    assert isinstance(build_teacher(Cfg(), torch.device("cpu"), None), ServerTeacher)
+    server = ["teacher.kind=server", "teacher.server_url=http://127.0.0.1:1/v1", "teacher.name_or_path=t"]
+    with pytest.raises(ConfigError, match="opd_sampled"):
+        to_object(compose(server))
+    cfg = to_object(compose(["trainer=opd_sampled", *server]))
+    objective = build_objective(cfg.trainer, cfg.budget.max_response_tokens, cfg.rollout.temperature)
+    assert isinstance(build_teacher(cfg, objective, torch.device("cpu"), None), ServerTeacher)
 
 
 # ------------------------------------------------------------------ real vLLM server (GPU)
