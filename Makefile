@@ -32,9 +32,22 @@ test: install
 tiny: install  ## build (or find in the cache) the tiny world and print its tiny8 accuracy
 	$(VENV)/bin/replaylab tiny
 
-bench: install
+# Timed benchmarks (benchmarks/*.py say what each measures). The A/B ones alternate each side in its own
+# process, BENCH_PAIRS pairs, and save every pair under BENCH_OUT. Needs the bench extra (TRL, datasets).
+BENCH_PAIRS ?= 5
+BENCH_OUT ?= runs/bench
+bench: $(VENV)/.installed-bench
+	mkdir -p $(BENCH_OUT)
 	$(PY) benchmarks/bench_grading.py
 	$(PY) benchmarks/bench_replay_overhead.py
+	$(PY) benchmarks/bench_generation.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/generation.json
+	$(PY) benchmarks/bench_trl_grpo.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/trl_grpo.json
+	$(PY) benchmarks/bench_trl_opd.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/trl_opd.json
+
+# The install plus the bench extra (what `make bench` needs; `make install` stays without it).
+$(VENV)/.installed-bench: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS),bench]"
+	touch $@
 
 notebooks: install
 	$(PY) analysis/run_notebooks.py runs/tiny_ropd
@@ -42,8 +55,12 @@ notebooks: install
 AXES_TABLE := --by strategy,prompts_per_iteration,samples_per_prompt,resample_period --columns metric
 
 # --- paper tables on the tiny world (CPU) -------------------------------------------------------
+# Tiny tables run their cells side by side (launcher=parallel: 2 at a time, 1 thread each); ARGS
+# reach the sweep as at full scale, e.g. make tiny-table-ropd ARGS='hydra.launcher.n_jobs=4 trainer.threads=2'.
+TINY_LAUNCHER ?= launcher=parallel
+
 tiny-table-budget-axes: install  ## queries per iteration x resampling period, current vs initial
-	$(SWEEP) +sweep=tiny_budget_axes
+	$(SWEEP) +sweep=tiny_budget_axes $(TINY_LAUNCHER) $(ARGS)
 	$(VENV)/bin/replaylab table runs/tiny_budget_axes $(AXES_TABLE)
 
 table-budget-axes: install
@@ -51,7 +68,7 @@ table-budget-axes: install
 	$(VENV)/bin/replaylab table runs/budget_axes $(AXES_TABLE)
 
 tiny-table-%: install
-	$(SWEEP) +sweep=tiny_$(subst -,_,$*)
+	$(SWEEP) +sweep=tiny_$(subst -,_,$*) $(TINY_LAUNCHER) $(ARGS)
 	$(VENV)/bin/replaylab table runs/tiny_$(subst -,_,$*)
 
 # --- paper tables at full scale (GPU cluster: add launcher=slurm) -------------------------------

@@ -25,8 +25,10 @@ CASES = {
     "current": ["trainer=opd"],
     "initial": ["trainer=opd", "strategy=initial"],
     "recent": ["trainer=opd", "strategy=recent", "strategy.current_updates=4", "strategy.window=4"],
-    "fixed_schedule": ["trainer=opd", "strategy=fixed_schedule", "strategy.current_updates=4"],
-    "ropd": ["trainer=opd", "strategy=ropd", "strategy.burn_in=1"],
+    # The schedule's length must equal the budget (4 current + the default 20 replay updates); the first
+    # iterations still cover both phases.
+    "fixed_schedule": ["trainer=opd", "strategy=fixed_schedule", "strategy.current_updates=4", "budget.max_updates=24"],
+    "ropd": ["trainer=opd", "strategy=ropd", "strategy.burn_in=1", "trainer.warmup_updates=0"],  # burn-in >= warm-up
     "prompt_replay": ["trainer=grpo", "teacher=none", "strategy=prompt_replay", "data.size=64", "strategy.cooldown=1"],
     "repo": ["trainer=grpo", "teacher=none", "strategy=repo", "data.size=64", "strategy.min_cache_to_replay=8"],
     "popo": ["trainer=grpo", "teacher=none", "strategy=popo", "data.size=64"],
@@ -37,14 +39,15 @@ CASES = {
 def measure(name: str, overrides: list[str], iterations: int, root: Path) -> tuple[float, float]:
     from conftest import compose
 
-    from replaylab.training.build import build_components
     from replaylab.config import to_object
     from replaylab.results.rows import RowWriter
+    from replaylab.training.build import build_components
     from replaylab.training.runs import run_dir
     from replaylab.training.trainer import Trainer
 
-    cfg = compose(overrides + ["eval.suite=none", "wandb.enabled=false", "progress=false", f"output_root={root / name}",
-                               f"budget.max_updates={iterations}"])
+    budget = [] if any(o.startswith("budget.max_updates=") for o in overrides) else [f"budget.max_updates={iterations}"]
+    cfg = compose(overrides + budget + ["eval.suite=none", "wandb.enabled=false", "progress=false",
+                                        f"output_root={root / name}"])
     obj = to_object(cfg)
     comp = build_components(obj)
     spent = {"hooks": 0.0}

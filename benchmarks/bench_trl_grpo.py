@@ -1,119 +1,104 @@
-"""Time per GRPO step: replaylab's trainer vs TRL's GRPOTrainer (the baseline), in one process.
+"""GRPO step time: replaylab's trainer vs TRL's GRPOTrainer (the anchor), each side in its own process.
 
-Same tiny-world student, same prompts, batch (8 prompts x 8 samples), response budget, sampling
-temperature, learning rate and reward (replaylab's grader on the boxed answer); one optimizer step per
-generation batch, no KL, DAPO token-mean loss, gradient checkpointing off. Prints seconds per step for
-both (first steps dropped as warm-up) and the ratio ours / TRL.
+Matched settings: the tiny-world student (float32, CPU, gradient checkpointing off), the same prompts
+in the same order (replaylab's rendered tiny_arith prompts walked in its data order; TRL gets their
+texts, unshuffled, and the script checks TRL tokenizes them to the same ids), 8 prompts x 8 samples,
+at most 48 new tokens, temperature 0.7 (top-p 1, top-k off), AdamW lr 1e-4 constant (no warm-up),
+betas 0.9/0.98, eps 1e-8, no weight decay, gradient-norm clip 1.0, no KL (TRL beta=0, no reference
+model), DAPO token-mean loss (TRL loss_type="dapo"), clip 0.2 / 0.28 (TRL epsilon / epsilon_high),
+z-scored group advantages (TRL scale_rewards="group"), one optimizer step per generation batch
+(TRL num_iterations=1, steps_per_generation=1), binary reward from replaylab's grader on the decoded
+response (special tokens skipped, as replaylab grades). replaylab uses its configured rollout
+engine (rollout=fast by default; --rollout hf for the reference engine).
 
-    pip install -e '.[bench]'; python benchmarks/bench_trl_grpo.py [--steps 12] [--threads 2]
+Side "replaylab" builds the real `Trainer` (tests/conftest.py's compose, trainer=grpo teacher=none) and
+times `trainer.run_iteration()`; its tokens are the ledger's `tokens_generated`. Side "trl" times each
+GRPOTrainer optimizer step with a callback; its tokens are the logged `completions/mean_length` x 64.
+Both count response tokens with the EOS. The first `--warmup` steps of each run are dropped.
+
+Printed: every alternated pair (replaylab then TRL, `--pairs`, default 5) with s/step, tokens and ms per
+generated token for both, the ratios replaylab / TRL and their medians. Target: at most 0.5 per generated
+token (median of pairs).
+
+    pip install -e '.[bench]'
+    python benchmarks/bench_trl_grpo.py [--pairs 5] [--steps 8] [--warmup 2] [--threads 2] [--out grpo.json]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import alternate
+import common
 
 PROMPTS, GROUP, MAX_TOKENS, TEMPERATURE, LR = 8, 8, 48, 0.7, 1e-4
 
 
-def ours(steps: int, root: Path) -> list[float]:
-    from conftest import compose
-
-    from replaylab.training.build import build_components
-    from replaylab.config import to_object
-    from replaylab.results.rows import RowWriter
-    from replaylab.training.runs import run_dir
-    from replaylab.training.trainer import Trainer
-
-    cfg = compose(["trainer=grpo", "teacher=none", f"trainer.prompts_per_iteration={PROMPTS}",
-                   f"trainer.samples_per_prompt={GROUP}", f"budget.max_response_tokens={MAX_TOKENS}",
-                   f"rollout.temperature={TEMPERATURE}", f"trainer.lr={LR}", "trainer.warmup_updates=0",
-                   "trainer.stat_groups=1", "eval.suite=none", "wandb.enabled=false", "progress=false",
-                   f"output_root={root}"])
-    obj = to_object(cfg)
-    comp = build_components(obj)
-    path = run_dir(cfg)
-    path.mkdir(parents=True, exist_ok=True)
-    trainer = Trainer(obj, comp, path, RowWriter(path / "rows.jsonl", {}))
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        trainer.run_iteration()
-        times.append(time.perf_counter() - t0)
-    comp.grader.close()
-    return times
+def overrides(args: argparse.Namespace) -> list[str]:
+    return ["trainer=grpo", "teacher=none", f"rollout.engine={args.rollout}", f"trainer.prompts_per_iteration={PROMPTS}",
+            f"trainer.samples_per_prompt={GROUP}", f"budget.max_response_tokens={MAX_TOKENS}",
+            f"rollout.temperature={TEMPERATURE}", f"trainer.lr={LR}",
+            f"trainer.threads={args.threads}"]
 
 
-def trl(steps: int, root: Path) -> list[float]:
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+def replaylab(args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        seconds, tokens, facts = common.time_replaylab(overrides(args), args.steps, Path(tmp))
+    return alternate.measured(seconds, tokens, args.warmup, **facts)
+
+
+def trl(args: argparse.Namespace) -> dict:
     from trl import GRPOConfig, GRPOTrainer
 
     from replaylab.grading import Grader
-    from replaylab.models.loading import resolve_path
-    from replaylab.tasks.tiny8 import training_problems
+    from replaylab.models.loading import load_causal_lm, resolve_path
 
-    path = resolve_path("tiny://student")
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path)
-    problems = training_problems(PROMPTS * (steps + 2), seed=1)
-    data = Dataset.from_list([{"prompt": [{"role": "user", "content": p.question}], "answer": p.answer} for p in problems])
-    grader = Grader(num_workers=2)
+    _, obj = common.config(overrides(args))
+    prompts, tokenizer = common.matched_prompts(obj, PROMPTS * args.steps)
+    data = common.prompt_dataset(prompts, tokenizer)
+    model = load_causal_lm(resolve_path(obj.model.name_or_path, obj.tiny, progress=False), obj.model.dtype)
+    grader = Grader(num_workers=obj.eval.grader_workers, timeout_seconds=obj.eval.grader_timeout)
 
     def reward(completions, answer, **_):
-        texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]
-        return [float(r.correct) for r in grader.grade(list(zip(texts, answer)))]
+        return [1.0 if r.correct else 0.0 for r in grader.grade(list(zip(completions, answer)))]
 
-    class Clock(TrainerCallback):
-        def __init__(self):
-            self.times, self.t0 = [], None
-
-        def on_step_begin(self, *a, **k):
-            self.t0 = time.perf_counter()
-
-        def on_step_end(self, *a, **k):
-            self.times.append(time.perf_counter() - self.t0)
-
-    clock = Clock()
-    args = GRPOConfig(
-        output_dir=str(root / "trl"), use_cpu=True, use_vllm=False, bf16=False, gradient_checkpointing=False,
-        per_device_train_batch_size=PROMPTS * GROUP, num_generations=GROUP, max_completion_length=MAX_TOKENS,
-        temperature=TEMPERATURE, top_p=1.0, top_k=0, learning_rate=LR, lr_scheduler_type="constant", warmup_steps=0,
-        beta=0.0, loss_type="dapo", max_steps=steps, logging_steps=10**6, save_strategy="no", report_to="none",
-        disable_tqdm=True, dataloader_num_workers=0, seed=0,
-    )
-    GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=reward, args=args, train_dataset=data,
-                callbacks=[clock]).train()
+    t, r = obj.trainer, obj.rollout
+    clock = common.trl_clock(PROMPTS * GROUP)
+    with tempfile.TemporaryDirectory() as tmp:
+        config = GRPOConfig(
+            **common.trl_common_args(Path(tmp), args.steps), use_vllm=False,
+            per_device_train_batch_size=PROMPTS * GROUP, num_generations=GROUP, steps_per_generation=1,
+            num_iterations=1, max_completion_length=MAX_TOKENS, temperature=r.temperature, top_p=r.top_p,
+            top_k=r.top_k, learning_rate=t.lr, adam_beta1=t.betas[0], adam_beta2=t.betas[1], adam_epsilon=t.eps,
+            weight_decay=t.weight_decay, max_grad_norm=t.grad_clip, beta=t.kl_coef, loss_type=t.aggregation,
+            epsilon=t.clip_low, epsilon_high=t.clip_high, scale_rewards="group" if t.advantage == "zscore" else "none",
+        )
+        GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=reward, args=config, train_dataset=data,
+                    callbacks=[clock]).train()
     grader.close()
-    return clock.times
+    if len(clock.tokens) != len(clock.seconds):
+        raise RuntimeError(f"{len(clock.seconds)} steps timed but {len(clock.tokens)} completion lengths logged")
+    return alternate.measured(clock.seconds, clock.tokens, args.warmup,
+                              trl_logged_step_time=clock.logged_step_time[args.warmup:], loss_type=config.loss_type)
+
+
+SIDES = {"replaylab": replaylab, "trl": trl}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
-    import torch
-
-    torch.set_num_threads(args.threads)
-    os.environ.setdefault("WANDB_MODE", "disabled")
-    with tempfile.TemporaryDirectory() as tmp:
-        ours_t = ours(args.steps, Path(tmp))
-        trl_t = trl(args.steps, Path(tmp))
-    a = statistics.mean(ours_t[args.warmup:])
-    b = statistics.mean(trl_t[args.warmup:])
-    print(f"GRPO step, {PROMPTS} prompts x {GROUP} samples, <= {MAX_TOKENS} tokens, {args.threads} threads")
-    print(f"  replaylab: {a:.3f} s/step (median {statistics.median(ours_t[args.warmup:]):.3f})")
-    print(f"  TRL GRPOTrainer (baseline): {b:.3f} s/step (median {statistics.median(trl_t[args.warmup:]):.3f})")
-    print(f"  ratio replaylab / TRL: {a / b:.2f}x")
+    p = alternate.parser(__doc__, SIDES)
+    p.add_argument("--steps", type=int, default=8, help="optimizer steps per run, warm-up included")
+    p.add_argument("--warmup", type=int, default=2, help="steps dropped at the start of each run")
+    p.add_argument("--rollout", default="fast", choices=["fast", "hf"], help="replaylab's rollout engine")
+    args = p.parse_args()
+    if args.side:
+        return alternate.run_side(args, SIDES)
+    title = (f"GRPO step: replaylab (rollout={args.rollout}) vs TRL GRPOTrainer, {PROMPTS} prompts x {GROUP} samples, "
+             f"<= {MAX_TOKENS} tokens, {args.threads} threads")
+    alternate.save(args.out, [alternate.parent(__file__, args, "replaylab", "trl", title,
+                                               target=("ratio_token", "<=", 0.5))])
 
 
 if __name__ == "__main__":

@@ -88,17 +88,18 @@ class BudgetConfig:
 class RolloutConfig:
     """The engine and decoding used for training rollouts."""
 
-    engine: str = knob("hf", "hf (transformers generate, CPU/GPU) | vllm (GPU, optional extra)")
+    engine: str = knob("fast", "fast (lean decoding loop for Qwen3/Qwen2/Llama, CPU/GPU, the default) | hf "
+                       "(transformers generate, any causal LM: the reference) | vllm (GPU, optional extra)")
     temperature: float = knob(1.0, "sampling temperature for rollouts (log-probs use the same temperature)")
     top_p: float = knob(1.0, "nucleus sampling threshold")
     top_k: int = knob(0, "top-k sampling (0 = off)")
-    micro_batch: int = knob(256, "sequences per generate call (hf)")
+    micro_batch: int = knob(256, "sequences per decoding batch (fast, hf) and per scoring pass")
     gpu_memory_utilization: float = knob(0.4, "vllm: fraction of GPU memory for the engine (colocated with training)")
     tensor_parallel_size: int = knob(1, "vllm: tensor parallel degree")
     enforce_eager: bool = knob(False, "vllm: disable CUDA graphs (faster start, slower decode)")
 
     def __post_init__(self) -> None:
-        check_choice(self.engine, "rollout.engine", ["hf", "vllm"])
+        check_choice(self.engine, "rollout.engine", ["fast", "hf", "vllm"])
         check(self.temperature > 0, "rollout.temperature", f"must be > 0 for sampling, got {self.temperature}")
         check(0 < self.top_p <= 1, "rollout.top_p", f"must be in (0, 1], got {self.top_p}")
         check(self.top_k >= 0, "rollout.top_k", f"must be >= 0, got {self.top_k}")

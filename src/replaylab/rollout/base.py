@@ -24,6 +24,7 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = 0  # 0 = off
     n: int = 1  # samples per prompt
+    ignore_eos: bool = False  # EOS is an ordinary token: every response has max_new_tokens (benchmarks)
 
     def __post_init__(self) -> None:
         if self.max_new_tokens <= 0:

@@ -13,6 +13,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from replaylab.rollout.base import SamplingParams
 from replaylab.types import Prompt, Sample, Source
 
+
 class HFGenerator:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, micro_batch: int = 256):
         self.model = model
@@ -65,7 +66,7 @@ class HFGenerator:
             top_p=None if greedy else params.top_p,
             top_k=None if greedy else params.top_k,  # 0 disables top-k in transformers
             max_new_tokens=params.max_new_tokens,
-            eos_token_id=tok.eos_token_id,
+            eos_token_id=[] if params.ignore_eos else tok.eos_token_id,
             pad_token_id=tok.pad_token_id,
             output_logits=True,
             return_dict_in_generate=True,
@@ -76,7 +77,7 @@ class HFGenerator:
         logp = torch.log_softmax(logits / temp, dim=-1).gather(-1, resp.unsqueeze(-1)).squeeze(-1)
         samples = []
         for i, p in enumerate(prompts):
-            is_eos = (resp[i] == tok.eos_token_id).nonzero()
+            is_eos = (resp[i] == tok.eos_token_id).nonzero() if not params.ignore_eos else resp[i, :0]
             length = int(is_eos[0]) + 1 if len(is_eos) else resp.shape[1]
             self.tokens_generated += length
             samples.append(

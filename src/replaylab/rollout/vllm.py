@@ -109,7 +109,7 @@ class VLLMGenerator:
         self._warned_truncation = False
 
     @classmethod
-    def from_config(cls, cfg, model, tokenizer) -> "VLLMGenerator":
+    def from_config(cls, cfg, model, tokenizer) -> VLLMGenerator:
         """The engine loads the same checkpoint the policy was loaded from (`cfg.model`), so no push
         is needed before the first update."""
         from replaylab.models.loading import resolve_path

@@ -4,6 +4,11 @@ Counts trajectories and tokens generated (split by the policy that generated the
 policy's one-off store vs current-policy rollouts, and per policy version), teacher tokens scored,
 optimizer updates, samples trained on and how many of them were replayed, and wall time split by
 phase. It is part of every checkpoint and every result row.
+
+Wall time: `elapsed` is the training loop's own clock (from the start of `Trainer.run` to the row
+being written, summed over resumes; model loading and start-up are outside it). `seconds_<phase>`
+are its parts (generate, score, forward_backward, optimizer, eval, ...) and `seconds_other` is what
+no phase claims (loop bookkeeping, strategy hooks, row writing), so the parts add up to the whole.
 """
 
 from __future__ import annotations
@@ -29,6 +34,16 @@ class Ledger:
     reused_passes: int = 0  # extra passes over the same rollouts (resampling period > 1)
     trajectories_by_version: dict[str, int] = field(default_factory=dict)  # policy version -> count
     seconds: dict[str, float] = field(default_factory=dict)  # wall time per phase, summed over resumes
+    elapsed: float = 0.0  # wall time of the training loop, summed over resumes (the phases are its parts)
+
+    def start_clock(self) -> None:
+        """Start (or, after a resume, continue) the loop's clock."""
+        self._clock = (time.perf_counter(), self.elapsed)
+
+    def tick(self) -> None:
+        if getattr(self, "_clock", None) is not None:
+            start, base = self._clock
+            self.elapsed = base + time.perf_counter() - start
 
     def record_generated(self, samples: list[Sample]) -> None:
         for s in samples:
@@ -57,17 +72,22 @@ class Ledger:
 
     @property
     def wall_time(self) -> float:
-        return sum(self.seconds.values())
+        """The loop's wall time; the sum of the phases when no clock ran (a ledger built by hand)."""
+        return self.elapsed or sum(self.seconds.values())
 
     def summary(self) -> dict[str, float]:
         """The flat counters carried by every result row (per-version counts stay in the state)."""
-        d = {k: v for k, v in asdict(self).items() if not isinstance(v, dict)}
+        self.tick()
+        d = {k: v for k, v in asdict(self).items() if not isinstance(v, dict) and k != "elapsed"}
         d["wall_time"] = round(self.wall_time, 3)
         for phase, sec in self.seconds.items():
             d[f"seconds_{phase}"] = round(sec, 3)
+        if self.elapsed:
+            d["seconds_other"] = round(max(0.0, self.elapsed - sum(self.seconds.values())), 3)
         return d
 
     def state_dict(self) -> dict:
+        self.tick()
         return asdict(self)
 
     @classmethod

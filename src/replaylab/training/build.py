@@ -42,11 +42,12 @@ def build_generator(cfg: Config, model, tokenizer):
         return VLLMGenerator.from_config(cfg, model, tokenizer)
     from replaylab import parallel as D
     from replaylab.rollout.gathered import GatheredGenerator
-    from replaylab.rollout.hf import HFGenerator
+    from replaylab.rollout.local import local_generator
 
+    engine, mb = cfg.rollout.engine, cfg.rollout.micro_batch
     if cfg.trainer.distributed == "none":
-        return HFGenerator(model, tokenizer, micro_batch=cfg.rollout.micro_batch)
-    inner = HFGenerator(None if D.is_fsdp(model) else D.unwrap(model), tokenizer, micro_batch=cfg.rollout.micro_batch)
+        return local_generator(engine, model, tokenizer, mb)
+    inner = local_generator(engine, None if D.is_fsdp(model) else D.unwrap(model), tokenizer, mb)
     return GatheredGenerator(inner, model)
 
 
@@ -129,13 +130,14 @@ def build_components(cfg: Config) -> Components:
     prompts = render_prompts(rows, tokenizer, cfg.data.instruction, cfg.data.enable_thinking)
     stream = PromptStream(prompts, data_order(len(prompts), cfg.order))
     evaluate = build_evaluate(cfg, generator, tokenizer, grader)
-    # The initial policy samples through a plain HF generator even when rollouts use vLLM: a second
+    # The initial policy samples through an in-process generator even when rollouts use vLLM: a second
     # colocated engine would need its own GPU memory budget. On resume the policy is loaded from its
     # initial weights before the checkpoint overwrites it, so this copy is the same either way.
     initial_generator = None
     if initial is not None:
-        from replaylab.rollout.hf import HFGenerator
+        from replaylab.rollout.local import local_generator
 
-        initial_generator = HFGenerator(initial, tokenizer, micro_batch=cfg.rollout.micro_batch)
+        engine = "fast" if cfg.rollout.engine == "fast" else "hf"
+        initial_generator = local_generator(engine, initial, tokenizer, cfg.rollout.micro_batch)
     return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref, initial_generator,
                       objective)

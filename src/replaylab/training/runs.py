@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import torch
@@ -52,7 +53,9 @@ def is_done(path: Path) -> bool:
 
 
 def mark_done(path: Path, summary: dict) -> None:
-    _atomic_write(done_marker(path), json.dumps(summary, indent=2, default=str).encode())
+    """The done marker: the run's final ledger, and which process on which host finished it."""
+    record = {**summary, "host": socket.gethostname(), "pid": os.getpid()}
+    _atomic_write(done_marker(path), json.dumps(record, indent=2, default=str).encode())
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -130,7 +130,9 @@ class Trainer(UpdatesMixin):
         return not (b.max_trajectories and self.ledger.trajectories >= b.max_trajectories)
 
     def run(self) -> dict:
-        if not self.resume():
+        resumed = self.resume()
+        self.ledger.start_clock()
+        if not resumed:
             self.rows.truncate(0)
             self.draw_probe()
             if self.cfg.eval.at_start:
@@ -217,7 +219,8 @@ class Trainer(UpdatesMixin):
     def run_iteration(self) -> dict[str, float]:
         t, ctx = self.cfg.trainer, self.context()
         start_version = self.update
-        plan = self.c.strategy.plan(ctx)
+        with self.ledger.timed("strategy"):
+            plan = self.c.strategy.plan(ctx)
         fresh: list[Group] = []
         before = self.ledger.seconds.get("generate", 0.0)
         if plan.fresh:
@@ -226,7 +229,8 @@ class Trainer(UpdatesMixin):
         gen_seconds = self.ledger.seconds.get("generate", 0.0) - before
         initial = self.generate_initial(plan.initial, (t.seed, "initial", self.iteration)) if plan.initial else []
         gen_tokens = sum(s.num_tokens for g in fresh for s in g.samples)
-        groups = self.c.strategy.compose(fresh, initial, plan, ctx)
+        with self.ledger.timed("strategy"):
+            groups = self.c.strategy.compose(fresh, initial, plan, ctx)
         samples = [s for g in groups for s in g.samples]
         if not samples:
             raise RuntimeError(f"strategy {self.cfg.strategy.name!r} planned an empty batch at iteration {self.iteration}")
@@ -234,14 +238,14 @@ class Trainer(UpdatesMixin):
         self.objective.prepare(groups)
         self.attach_proximal(samples, start_version)
         provenance = Provenance(start_version)
-        with self.ledger.timed("train"):
-            norms, sketches, loss_metrics = self.train_on(samples, provenance)
+        norms, sketches, loss_metrics = self.train_on(samples, provenance)  # times its own phases
         self.ledger.record_trained(samples, start_version)
         self.ledger.reused_passes += t.resample_period - 1
         self.iteration += 1
         self.ledger.iterations = self.iteration
         stats = UpdateStats(self.iteration - 1, self.update, norms, sketches, loss_metrics)
-        strategy_metrics = {**plan.metrics, **self.c.strategy.observe(groups, stats, ctx)}
+        with self.ledger.timed("strategy"):
+            strategy_metrics = {**plan.metrics, **self.c.strategy.observe(groups, stats, ctx)}
         for s in samples:  # proximal log-probs are only valid for this iteration
             s.proximal_logprobs = None
         metrics = {**loss_metrics, **self.batch_metrics(groups, gen_tokens, gen_seconds), **provenance.metrics()}

@@ -52,36 +52,40 @@ class UpdatesMixin:
         norms, sketches, metrics = [], [], {}
         self.opt.zero_grad(set_to_none=True)
         self.grad_groups.reset()
+        timed = self.ledger.timed
         for part in parts:
             local = D.shard(part)
             dummy = not local  # a rank without samples still joins the collectives, with weight 0
-            loss, m = self.objective.loss(model, local or part[:1], self.pad_id, self.c.ref_model)
-            if D.all_reduce_max(0.0 if torch.isfinite(loss) else 1.0):
-                raise TrainingDiverged(
-                    f"non-finite loss ({loss.item()}) at update {self.update + 1}, iteration {self.iteration}; "
-                    f"the last good checkpoint in {self.run_dir / 'checkpoints'} is kept. Lower trainer.lr or check the data."
-                )
-            w_local = 0.0 if dummy else self.objective.share(local, mb)
-            (loss * (w_local * D.grad_sync_scale())).backward()
-            w = self.objective.share(part, mb)
-            grads = self.grad_groups.take()
-            norms.append(D.grad_norm(grads) / w)
-            if self.sketch:
-                sketches.append(self.sketch(D.full_tensors(grads)) / w)
+            with timed("forward_backward"):
+                loss, m = self.objective.loss(model, local or part[:1], self.pad_id, self.c.ref_model)
+                if D.all_reduce_max(0.0 if torch.isfinite(loss) else 1.0):
+                    raise TrainingDiverged(
+                        f"non-finite loss ({loss.item()}) at update {self.update + 1}, iteration {self.iteration}; "
+                        f"the last good checkpoint in {self.run_dir / 'checkpoints'} is kept. Lower trainer.lr or check the data."
+                    )
+                w_local = 0.0 if dummy else self.objective.share(local, mb)
+                (loss * (w_local * D.grad_sync_scale())).backward()
+            with timed("gradient_stats"):
+                w = self.objective.share(part, mb)
+                grads = self.grad_groups.take()
+                norms.append(D.grad_norm(grads) / w)
+                if self.sketch:
+                    sketches.append(self.sketch(D.full_tensors(grads)) / w)
             for k, v in m.items():
                 metrics[k] = metrics.get(k, 0.0) + w_local * v
-        if D.world_size() > 1:
-            keys = sorted(metrics)
-            metrics = dict(zip(keys, D.all_reduce_sum([metrics[k] for k in keys])))
-        total = D.clip_grad_norm(self.params, t.grad_clip)
-        if not math.isfinite(total):
-            raise TrainingDiverged(f"non-finite gradient norm at update {self.update + 1}; last good checkpoint kept")
-        self.opt.step()
-        self.sched.step()
-        self.opt.zero_grad(set_to_none=True)
-        self.update += 1
-        self.ledger.updates = self.update
-        self.c.generator.sync_weights(model, self.update)
+        with timed("optimizer"):
+            if D.world_size() > 1:
+                keys = sorted(metrics)
+                metrics = dict(zip(keys, D.all_reduce_sum([metrics[k] for k in keys])))
+            total = D.clip_grad_norm(self.params, t.grad_clip)
+            if not math.isfinite(total):
+                raise TrainingDiverged(f"non-finite gradient norm at update {self.update + 1}; last good checkpoint kept")
+            self.opt.step()
+            self.sched.step()
+            self.opt.zero_grad(set_to_none=True)
+            self.update += 1
+            self.ledger.updates = self.update
+            self.c.generator.sync_weights(model, self.update)
         metrics["grad_norm"] = total
         metrics["lr"] = self.sched.get_last_lr()[0]
         return norms, sketches, metrics

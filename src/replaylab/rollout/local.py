@@ -1,0 +1,18 @@
+"""The in-process rollout engines by name: `fast` (rollout/fast.py) and `hf` (rollout/hf.py)."""
+
+from __future__ import annotations
+
+from torch import nn
+
+
+def local_generator(engine: str, model: nn.Module | None, tokenizer, micro_batch: int):
+    """A generator sampling from `model` (None: weights arrive later through `sync_weights`)."""
+    if engine == "fast":
+        from replaylab.rollout.fast import FastGenerator
+
+        return FastGenerator(model, tokenizer, micro_batch=micro_batch)
+    if engine == "hf":
+        from replaylab.rollout.hf import HFGenerator
+
+        return HFGenerator(model, tokenizer, micro_batch=micro_batch)
+    raise ValueError(f"rollout.engine={engine!r} is not an in-process engine (fast, hf)")

@@ -1,0 +1,49 @@
+"""Next-token sampling in a few tensor ops, with the semantics of transformers' logits warpers.
+
+Temperature first, then top-k, then top-p (the order `generate()` applies them), then one uniform
+per row inverted through the cumulative distribution (a token truncation removed has an empty
+interval and is never drawn; one random number per row instead of one per vocabulary entry). The
+returned log-prob is log softmax(logits / T) of the drawn token, before top-k/top-p truncation,
+which is the behaviour log-prob the trainer recomputes (rollout/hf.py says why).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from replaylab.rollout.base import SamplingParams
+
+
+def sample_next(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, V) float logits -> (tokens (B,), behaviour log-probs (B,)). Greedy when temperature is 0
+    (the log-prob is then under temperature 1, like rollout=hf)."""
+    if params.temperature == 0:
+        tokens = logits.argmax(-1)
+        return tokens, torch.log_softmax(logits, -1).gather(-1, tokens[:, None]).squeeze(-1)
+    scaled = logits / params.temperature
+    logp = torch.log_softmax(scaled, dim=-1)
+    probs = logp.exp()
+    if params.top_k or params.top_p < 1:
+        probs = _truncate(scaled, probs, params)
+    cdf = probs.cumsum(-1)
+    u = torch.rand(cdf.shape[0], 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
+    tokens = torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def _truncate(scaled: torch.Tensor, probs: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Zero the probabilities top-k / top-p remove (the draw needs no renormalisation)."""
+    keep = torch.ones_like(probs, dtype=torch.bool)
+    if params.top_k and params.top_k < scaled.shape[-1]:
+        kth = scaled.topk(params.top_k, dim=-1).values[:, -1:]
+        keep &= scaled >= kth
+    if params.top_p < 1:
+        # transformers' TopPLogitsWarper: drop the smallest tokens whose cumulative mass (in
+        # ascending order, over the top-k survivors) is at most 1 - top_p; the largest always stays.
+        masked = torch.where(keep, scaled, torch.finfo(scaled.dtype).min)
+        ascending, order = masked.sort(dim=-1)
+        cumulative = ascending.softmax(-1).cumsum(-1)
+        drop = cumulative <= 1 - params.top_p
+        drop[:, -1] = False
+        keep &= ~drop.scatter(-1, order, drop)
+    return probs * keep

@@ -1,0 +1,36 @@
+"""launcher=parallel: sweep cells side by side on one machine (Hydra's joblib launcher), threads split.
+
+A real 2-cell sweep through the CLI: both cells finish, each in a worker process of its own (their
+pids differ from each other and from the launcher's), with one torch thread each."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import MICRO_WORLD
+from omegaconf import OmegaConf
+from test_slurm_launcher import compose_with_hydra
+
+
+def test_parallel_preset_splits_the_cores():
+    cfg = compose_with_hydra(["launcher=parallel"])
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
+    assert launcher["_target_"].endswith("JoblibLauncher") and launcher["n_jobs"] == 2
+    assert cfg.trainer.threads == 1
+
+
+def test_two_cells_run_in_two_worker_processes(tmp_path):
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "replaylab.train", "-m", "launcher=parallel", "strategy=current,initial",
+           "budget.max_updates=1", "trainer.prompts_per_iteration=4", "budget.max_response_tokens=8",
+           "eval.suite=none", "eval.probe_size=0", "wandb.enabled=false", "progress=false",
+           f"output_root={out}", *MICRO_WORLD]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dirs = sorted((out / "default").iterdir())
+    assert [d.name.split("-")[1] for d in dirs] == ["current", "initial"]
+    pids = {json.loads((d / "done.json").read_text())["pid"] for d in dirs}
+    assert len(pids) == 2 and os.getpid() not in pids
