@@ -29,6 +29,6 @@ def test_initial_policy_samples_age_with_the_student(run_train):
 
 
 def test_current_policy_rows_carry_staleness_and_no_replayed_versions(run_train):
-    _, path = run_train(["trainer.minibatches=2"])
+    _, path = run_train(["trainer.minibatches=2", "budget.max_updates=4"])
     assert set(train_rows(path, "staleness_mean").values()) == {0.5}
     assert train_rows(path, "replayed_version_min") == {}

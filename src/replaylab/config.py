@@ -8,6 +8,9 @@ Strategy configs live beside their strategies (`replaylab.replay.*`) and registe
 
 from __future__ import annotations
 
+import math
+import re
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,7 +149,16 @@ class TrainerConfig:
         check_choice(self.advantage, p + "advantage", ["zscore", "center"])
         check_choice(self.device, p + "device", ["auto", "cpu", "cuda"])
         check_choice(self.distributed, p + "distributed", ["none", "ddp", "fsdp2"])
-        check(self.lr > 0, p + "lr", f"must be positive, got {self.lr}")
+        check(math.isfinite(self.lr) and self.lr > 0, p + "lr", f"must be a positive finite number, got {self.lr}")
+        for key in ("eps", "weight_decay", "grad_clip", "clip_low", "clip_high", "kl_coef", "opd_coef"):
+            value = getattr(self, key)
+            check(math.isfinite(value) and value >= 0, p + key, f"must be a finite number >= 0, got {value}")
+        check(self.clip_low < 1, p + "clip_low", f"must be < 1 (the ratio's lower bound is 1 - clip_low), got {self.clip_low}")
+        check(self.eps > 0, p + "eps", f"must be > 0 (AdamW divides by sqrt(v) + eps), got {self.eps}")
+        check(self.dual_clip is None or (math.isfinite(self.dual_clip) and self.dual_clip > 1), p + "dual_clip",
+              f"must be None or a finite number > 1 (a bound beyond the clipped ratio), got {self.dual_clip}")
+        check(self.is_cap is None or (math.isfinite(self.is_cap) and self.is_cap > 0), p + "is_cap",
+              f"must be None or a finite number > 0, got {self.is_cap}")
         check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), p + "betas", f"need two values in [0, 1), got {self.betas}")
         for key in ("prompts_per_iteration", "samples_per_prompt", "minibatches", "resample_period", "stat_groups"):
             check(getattr(self, key) >= 1, p + key, f"must be >= 1, got {getattr(self, key)}")
@@ -191,6 +203,7 @@ class EvalConfig:
         check(self.temperature >= 0, "eval.temperature", f"must be >= 0, got {self.temperature}")
         check(self.samples >= 0, "eval.samples", f"must be >= 0, got {self.samples}")
         check(self.grader_workers >= 1, "eval.grader_workers", f"must be >= 1, got {self.grader_workers}")
+        check(self.grader_timeout >= 1, "eval.grader_timeout", f"must be >= 1 whole second, got {self.grader_timeout}")
         check(self.probe_size >= 0, "eval.probe_size", f"must be >= 0, got {self.probe_size}")
 
 
@@ -224,11 +237,30 @@ class Config:
     experiment: str = knob("default", "experiment name: groups runs in results and tables")
     output_root: str = knob("runs", "root directory of run directories (each named by its config hash)")
     progress: bool = knob(True, "show a progress bar")
+    run_lock_wait: float = knob(0.0, "seconds to wait when another process holds this run's directory (0 = refuse at once)")
+    resume_rows: str = knob("verify", "verify | rebuild: on resume, rows.jsonl must hold exactly the checkpoint's rows (else the "
+                                      "run stops, naming the line), or is rewritten from the copy the checkpoint keeps")
 
     def __post_init__(self) -> None:
         check(self.order >= -1, "order", f"must be >= -1, got {self.order}")
+        check(bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", self.experiment)) and ".." not in self.experiment,
+              "experiment", f"must be a plain name (letters, digits, _ . -), got {self.experiment!r}: it names a directory "
+              "under output_root")
+        check(self.run_lock_wait >= 0, "run_lock_wait", f"must be >= 0, got {self.run_lock_wait}")
+        check_choice(self.resume_rows, "resume_rows", ["verify", "rebuild"])
         self.check_matched_budget()
+        self.check_exact_updates()
         check_run(self)
+
+    def check_exact_updates(self) -> None:
+        """Iterations take trainer.minibatches x trainer.resample_period updates each: a budget that is
+        not a multiple would be overshot by the last iteration."""
+        t, b = self.trainer, self.budget
+        check(b.max_updates % t.updates_per_iteration == 0, "budget.max_updates",
+              f"{b.max_updates} is not a multiple of the {t.updates_per_iteration} updates per iteration "
+              f"(trainer.minibatches={t.minibatches} x trainer.resample_period={t.resample_period}); the last iteration "
+              f"would overshoot it. Use {b.max_updates // t.updates_per_iteration * t.updates_per_iteration or t.updates_per_iteration} "
+              f"or {(b.max_updates // t.updates_per_iteration + 1) * t.updates_per_iteration}")
 
     def check_matched_budget(self) -> None:
         """With a trajectory budget, the batch shape must spend it exactly within the update budget:

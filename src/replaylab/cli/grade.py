@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
 from itertools import islice
+from pathlib import Path
 
 from replaylab.grading import ERROR, Grader
 from replaylab.grading.summary import format_summary, summarize
@@ -99,9 +101,15 @@ def _batches(items: Iterator, size: int) -> Iterator[list]:
 
 def run(args: argparse.Namespace) -> int:
     """Grade args.input into args.out; print the summary. Returns the process exit status."""
+    target = Path(args.out)
+    if target.resolve() == Path(args.input).resolve() or (target.exists() and os.path.samefile(target, args.input)):
+        print(f"replaylab grade: --out {args.out} is the input file; writing it would destroy the responses being graded",
+              file=sys.stderr)
+        return 2
+    partial = target.with_name(target.name + ".tmp")  # renamed over --out once every row is written
     try:
         open(args.input, "rb").close()
-        out = open(args.out, "w", encoding="ascii")
+        out = open(partial, "w", encoding="ascii")
     except OSError as e:
         print(f"replaylab grade: cannot open {e.filename}: {e.strerror}", file=sys.stderr)
         return 2
@@ -112,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         out.close()
+        partial.unlink(missing_ok=True)
         print(f"replaylab grade: {e}", file=sys.stderr)
         return 2
     graded: list[dict] = []
@@ -125,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
                 out.write(json.dumps(row) + "\n")
                 graded.append({"correct": row["correct"], "status": row["status"],
                                "benchmark": row.get("benchmark")})
+    os.replace(partial, target)
     print(format_summary(*summarize(graded)))
     if malformed:
         print(f"{malformed} malformed line(s) in {args.input}; written with status error", file=sys.stderr)

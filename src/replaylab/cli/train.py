@@ -23,23 +23,51 @@ log = logging.getLogger("replaylab.train")
 
 
 def train(cfg: DictConfig) -> dict:
-    obj = to_object(cfg)
+    obj = to_object(cfg)  # every config error is raised here: before a model loads or a directory exists
     path = run_dir(cfg)
     if is_done(path):
-        summary = json.loads((path / "done.json").read_text())
-        print(f"replaylab: {path} is already done (update {summary.get('update')}); skipping")
-        return summary
+        return _skip(path)
+    from replaylab import parallel as D
+    from replaylab.training.run_lock import RunDirectoryBusy, RunLock
+
+    D.init_from_env(obj.trainer.device)  # a no-op in a single process
+    lock, refusal = None, None
+    if D.is_main():  # one lock per run; the other ranks of a torchrun job are its own processes
+        path.mkdir(parents=True, exist_ok=True)
+        lock = RunLock(path, obj.run_lock_wait)
+        try:
+            lock.__enter__()
+        except RunDirectoryBusy as e:
+            lock, refusal = None, str(e)
+    refusal = D.broadcast_object(refusal)
+    if refusal:
+        raise RunDirectoryBusy(refusal)
+    try:
+        if D.broadcast_object(is_done(path)):  # finished while this process waited for the lock
+            return _skip(path)
+        return _train_locked(cfg, obj, path)
+    finally:
+        if lock is not None:
+            lock.__exit__(None, None, None)
+
+
+def _skip(path) -> dict:
+    summary = json.loads((path / "done.json").read_text())
+    print(f"replaylab: {path} is already done (update {summary.get('update')}); skipping")
+    return summary
+
+
+def _train_locked(cfg: DictConfig, obj, path) -> dict:
     from replaylab import parallel as D
     from replaylab.results.rows import NullRows, RowWriter
+    from replaylab.storage import atomic_write
     from replaylab.training.build import (
         build_components,  # heavy imports only once we know we train
     )
     from replaylab.training.trainer import Trainer
 
-    D.init_from_env(obj.trainer.device)  # a no-op in a single process
     if D.is_main():
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        atomic_write(path / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     D.barrier()
     comp = build_components(obj)
     identity = {
@@ -73,11 +101,16 @@ def train(cfg: DictConfig) -> dict:
 
 @hydra.main(version_base=None, config_path=conf_dir(), config_name="config")
 def main(cfg: DictConfig) -> dict:
+    from replaylab.training.run_lock import RunDirectoryBusy
+
     try:
         return train(cfg)
     except ConfigError as e:
         print(f"replaylab: invalid config: {e}", file=sys.stderr)
         sys.exit(2)
+    except RunDirectoryBusy as e:
+        print(f"replaylab: {e}", file=sys.stderr)
+        sys.exit(3)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import fcntl
+import hashlib
 import json
+import logging
 import os
 import random
 import shutil
@@ -23,10 +25,13 @@ from tqdm.auto import tqdm
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from replaylab.models.sft import SFTSchedule, train_sft
-from replaylab.models.tiny_tokenizer import VOCAB_SIZE, build_tiny_tokenizer
-from replaylab.tasks.arithmetic import make_problem
 from replaylab.models.tiny_spec import TinyModelSize, TinyWorldConfig
+from replaylab.models.tiny_tokenizer import VOCAB_SIZE, build_tiny_tokenizer
+from replaylab.storage import atomic_write
+from replaylab.tasks.arithmetic import make_problem
 from replaylab.tasks.tiny8 import held_out_questions
+
+log = logging.getLogger(__name__)
 
 def cache_root() -> Path:
     """`$REPLAYLAB_CACHE`, else `$XDG_CACHE_HOME/replaylab`, else `~/.cache/replaylab`."""
@@ -94,26 +99,70 @@ def build_tiny_world(cfg: TinyWorldConfig, out: Path, progress: bool = True) -> 
     return {"config": asdict(cfg), "digest": cfg.digest(), "parameters": n_params, "sft_seconds": time.time() - t0}
 
 
+def file_checksums(root: Path) -> dict[str, str]:
+    """sha256 of every file under `root` but build.json, by relative path."""
+    return {str(f.relative_to(root)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(root.rglob("*")) if f.is_file() and f.name != "build.json"}
+
+
+_verified: set[tuple[str, float]] = set()  # entries checked in this process (path, build.json mtime)
+
+
+def verify_tiny_world(path: Path) -> str | None:
+    """None if the entry's files match the checksums its build recorded, else what differs.
+    An entry built before checksums existed gets them recorded now (trusted on first use)."""
+    report_path = path / "build.json"
+    key = (str(path), report_path.stat().st_mtime)
+    if key in _verified:
+        return None
+    report = json.loads(report_path.read_text())
+    actual = file_checksums(path)
+    expected = report.get("files")
+    if expected is None:
+        report["files"] = actual
+        atomic_write(report_path, json.dumps(report, indent=2))
+        log.warning("replaylab: tiny world %s predates checksums; recorded them now", path)
+    else:
+        for name in sorted(set(expected) | set(actual)):
+            if name not in actual:
+                return f"{path / name} is missing"
+            if expected.get(name) != actual[name]:
+                return f"{path / name} does not match the checksum recorded when it was built (modified or corrupt)"
+    _verified.add((str(path), report_path.stat().st_mtime))
+    return None
+
+
 def ensure_tiny_world(cfg: TinyWorldConfig | None = None, progress: bool = True) -> Path:
     """The cache directory of `cfg`'s tiny world, building it first if needed.
 
     Concurrent callers (a parallel sweep) serialise on a file lock; the build goes to a temporary
-    directory renamed into place, so a killed build never leaves a half-written cache entry.
+    directory renamed into place, so a killed build never leaves a half-written cache entry. An
+    entry whose files no longer match their build-time checksums is set aside and rebuilt, saying
+    which file; an entry without build.json (left by an older, interrupted build) is removed first.
     """
     cfg = cfg or TinyWorldConfig()
     final = tiny_world_dir(cfg)
-    if (final / "build.json").exists():
+    if (final / "build.json").exists() and verify_tiny_world(final) is None:
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     with open(final.parent / f".{final.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (final / "build.json").exists():
-            return final
+            problem = verify_tiny_world(final)
+            if problem is None:
+                return final
+            aside = final.parent / f".{final.name}.corrupt-{int(time.time())}"
+            log.warning("replaylab: tiny world cache entry %s: %s; moved to %s and rebuilding", final, problem, aside)
+            os.replace(final, aside)
+        elif final.exists():
+            log.warning("replaylab: tiny world cache entry %s is incomplete (no build.json); rebuilding", final)
+            shutil.rmtree(final)
         tmp = final.parent / f".{final.name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         report = build_tiny_world(cfg, tmp, progress=progress)
-        (tmp / "build.json").write_text(json.dumps(report, indent=2))
+        report["files"] = file_checksums(tmp)
+        atomic_write(tmp / "build.json", json.dumps(report, indent=2))
         os.replace(tmp, final)
     return final
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from torch import nn
 
 from replaylab.parallel.process import barrier, is_distributed, is_main
 from replaylab.parallel.wrap import unwrap
+from replaylab.storage import atomic_torch_save, safe_torch_load
 
 
 def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -47,9 +47,7 @@ def save_sharded(model: nn.Module, optimizer: torch.optim.Optimizer | None, path
         state = {"model": get_model_state_dict(model)}
     dcp.save(state, checkpoint_id=str(path))
     if extra is not None and is_main():
-        tmp = path / "extra.pt.tmp"
-        torch.save(extra, tmp)
-        os.replace(tmp, path / "extra.pt")
+        atomic_torch_save(extra, path / "extra.pt")
     barrier()
     return path
 
@@ -78,7 +76,7 @@ def load_sharded(model: nn.Module, optimizer: torch.optim.Optimizer | None, path
         dcp.load(state, checkpoint_id=str(path))
         set_model_state_dict(model, state["model"])
     extra_path = path / "extra.pt"
-    return torch.load(extra_path, map_location="cpu", weights_only=False) if extra_path.exists() else None
+    return safe_torch_load(extra_path) if extra_path.exists() else None
 
 
 def export_to_hf(dcp_dir: str | Path, out_dir: str | Path, base_model_dir: str | Path,
@@ -94,7 +92,7 @@ def export_to_hf(dcp_dir: str | Path, out_dir: str | Path, base_model_dir: str |
     dcp_dir, out_dir = Path(dcp_dir), Path(out_dir)
     with tempfile.TemporaryDirectory() as tmp:
         dcp_to_torch_save(dcp_dir, Path(tmp) / "full.pt")
-        state = torch.load(Path(tmp) / "full.pt", map_location="cpu", weights_only=False)
+        state = safe_torch_load(Path(tmp) / "full.pt")
     sd = state["model"] if isinstance(state.get("model"), dict) else state
     if dtype is None:  # keep the trained weights' precision (no silent downcast)
         dtype = next((v.dtype for v in sd.values() if v.is_floating_point()), torch.float32)

@@ -13,6 +13,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from replaylab.storage import atomic_write
+
+
+class RowsMismatch(RuntimeError):
+    """rows.jsonl does not hold the rows a checkpoint says were written."""
+
 
 @lru_cache(maxsize=1)
 def versions() -> str:
@@ -28,21 +34,65 @@ def versions() -> str:
 
 
 class RowWriter:
-    """Appends rows to `rows.jsonl`; `truncate(n)` drops rows written after a checkpoint."""
+    """Appends rows to `rows.jsonl`. A checkpoint keeps a copy of the rows written so far
+    (`snapshot`); on resume `restore` checks the file against it before trusting it."""
 
     def __init__(self, path: Path, identity: dict[str, Any]):
         self.path = path
         self.identity = {**identity, "versions": versions()}
-        self.count = sum(1 for _ in open(path)) if path.exists() else 0
+        self.count = sum(1 for _ in open(path, "rb")) if path.exists() else 0
         self.mirrors: list = []  # objects with log_rows(rows) (the wandb mirror)
 
+    def _lines(self) -> list[str]:
+        return self.path.read_bytes().decode("utf-8", errors="replace").splitlines(keepends=True) if self.path.exists() else []
+
     def truncate(self, n: int) -> None:
-        if not self.path.exists():
-            self.count = 0
-            return
-        lines = self.path.read_text().splitlines(keepends=True)[:n]
-        self.path.write_text("".join(lines))
+        """Keep the first `n` rows (atomically: a kill during the rewrite leaves the old file)."""
+        lines = self._lines()[:n]
+        if self.path.exists():
+            atomic_write(self.path, "".join(lines))
         self.count = len(lines)
+
+    def snapshot(self) -> str:
+        """The rows written so far, as text (kept in each checkpoint)."""
+        return "".join(self._lines()[: self.count])
+
+    def restore(self, n: int, snapshot: str | None, rebuild: bool = False) -> None:
+        """Resume at a checkpoint that had written `n` rows: the file must start with exactly those
+        rows (its copy `snapshot`); later rows are dropped. A short or different file stops the run,
+        naming the first line that differs, unless `rebuild`, which rewrites the rows from the copy."""
+        lines = self._lines()
+        if snapshot is None:  # a checkpoint from before snapshots: the count is all there is to check
+            expected = None
+            bad = next((i for i, line in enumerate(lines[:n]) if not _is_row(line)), None)
+            if bad is None and len(lines) < n:
+                bad = len(lines)
+        else:
+            expected = snapshot.splitlines(keepends=True)
+            bad = next((i for i, (a, b) in enumerate(zip(lines, expected)) if a != b), None)
+            if bad is None and len(lines) < len(expected):
+                bad = len(lines)
+        if bad is not None:
+            if rebuild and expected is not None:
+                atomic_write(self.path, snapshot)
+                self.count = len(expected)
+                return
+            found = "ends" if bad >= len(lines) else "differs from the checkpoint's copy"
+            hint = ("rerun with resume_rows=rebuild to rewrite the rows from the checkpoint's copy"
+                    if expected is not None else "this checkpoint has no copy of the rows; remove the run directory to start over")
+            raise RowsMismatch(f"{self.path}:{bad + 1}: the checkpoint wrote {n} rows but the file {found} at line "
+                               f"{bad + 1}; {hint}")
+        self.truncate(n)
+
+    def verify(self) -> None:
+        """Every row parses and there are exactly as many as were written (before marking done)."""
+        lines = self._lines()
+        for i, line in enumerate(lines):
+            if not _is_row(line):
+                raise RowsMismatch(f"{self.path}:{i + 1}: not a JSON row; the run is not marked done")
+        if len(lines) != self.count:
+            raise RowsMismatch(f"{self.path}: {len(lines)} rows on disk, {self.count} written by this run; "
+                               "another process wrote to it? The run is not marked done")
 
     def write(self, split: str, update: int, iteration: int, metrics: dict[str, float], ledger: dict,
               benchmark: str = "", n: dict[str, int] | None = None) -> list[dict]:
@@ -56,8 +106,7 @@ class RowWriter:
                 "n": (n or {}).get(metric), **{f"ledger_{k}": v for k, v in ledger.items()},
             })
         with open(self.path, "a") as f:
-            for r in rows:
-                f.write(json.dumps(r) + "\n")
+            f.writelines(json.dumps(r) + "\n" for r in rows)
         self.count += len(rows)
         for m in self.mirrors:
             m.log_rows(rows)
@@ -74,10 +123,26 @@ class NullRows:
     def truncate(self, n: int) -> None:
         self.count = n
 
+    def snapshot(self) -> str:
+        return ""
+
+    def restore(self, n: int, snapshot: str | None, rebuild: bool = False) -> None:
+        self.count = n
+
+    def verify(self) -> None:
+        pass
+
     def write(self, split: str, update: int, iteration: int, metrics: dict[str, float], ledger: dict,
               benchmark: str = "", n: dict[str, int] | None = None) -> list[dict]:
         self.count += sum(v is not None for v in metrics.values())
         return []
+
+
+def _is_row(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict) and line.endswith("\n")
+    except json.JSONDecodeError:
+        return False
 
 
 def read_rows(path: Path) -> list[dict]:

@@ -15,6 +15,10 @@ import torch
 from replaylab.types import Prompt, Sample, Source
 
 
+class NonFiniteLogits(FloatingPointError):
+    """The policy produced inf/NaN logits while sampling: its weights diverged."""
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Decoding settings for one generate call."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from replaylab.rollout.base import SamplingParams
+from replaylab.rollout.base import NonFiniteLogits, SamplingParams
 from replaylab.types import Prompt, Sample, Source
 
 
@@ -58,9 +58,23 @@ class HFGenerator:
             att[i, width - len(p.token_ids) :] = 1
         device = next(self.model.parameters()).device
         greedy = params.temperature == 0
-        res = self.model.generate(
-            input_ids=ids.to(device),
-            attention_mask=att.to(device),
+        try:
+            res = self._call_generate(ids.to(device), att.to(device), params, greedy)
+        except RuntimeError as e:  # torch.multinomial's refusal of an inf/NaN distribution
+            if "probability tensor" in str(e):
+                raise NonFiniteLogits(str(e)) from e
+            raise
+        resp = res.sequences[:, width:].cpu()
+        logits = torch.stack(res.logits, dim=1).float().cpu()  # (B, L, V) raw logits
+        if not bool(torch.isfinite(logits).all()):  # greedy never calls multinomial
+            raise NonFiniteLogits("non-finite logits while generating")
+        return self._samples(prompts, resp, logits, params, greedy, source, seed, offset)
+
+    def _call_generate(self, ids, att, params: SamplingParams, greedy: bool):
+        tok = self.tokenizer
+        return self.model.generate(
+            input_ids=ids,
+            attention_mask=att,
             do_sample=not greedy,
             temperature=None if greedy else params.temperature,
             top_p=None if greedy else params.top_p,
@@ -71,8 +85,9 @@ class HFGenerator:
             output_logits=True,
             return_dict_in_generate=True,
         )
-        resp = res.sequences[:, width:].cpu()
-        logits = torch.stack(res.logits, dim=1).float().cpu()  # (B, L, V) raw logits
+
+    def _samples(self, prompts, resp, logits, params: SamplingParams, greedy: bool, source, seed: int, offset: int):
+        tok = self.tokenizer
         temp = 1.0 if greedy else params.temperature
         logp = torch.log_softmax(logits / temp, dim=-1).gather(-1, resp.unsqueeze(-1)).squeeze(-1)
         samples = []

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import torch
 
-from replaylab.rollout.base import SamplingParams
+from replaylab.rollout.base import NonFiniteLogits, SamplingParams
 
 
 def sample_next(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, V) float logits -> (tokens (B,), behaviour log-probs (B,)). Greedy when temperature is 0
     (the log-prob is then under temperature 1, like rollout=hf)."""
+    if not bool(torch.isfinite(logits).all()):
+        raise NonFiniteLogits(f"non-finite logits in {int((~torch.isfinite(logits)).any(-1).sum())} of {len(logits)} rows")
     if params.temperature == 0:
         tokens = logits.argmax(-1)
         return tokens, torch.log_softmax(logits, -1).gather(-1, tokens[:, None]).squeeze(-1)

@@ -37,9 +37,9 @@ class RunLock:
         except (OSError, ValueError, KeyError):
             return "another process (holder unknown)"
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         try:
-            self._lock.acquire(timeout=self.wait_seconds if self.wait_seconds > 0 else 0)
+            self._lock.acquire(timeout=max(0, self.wait_seconds))
         except Timeout:
             waited = f" after waiting {self.wait_seconds:g} s" if self.wait_seconds > 0 else ""
             raise RunDirectoryBusy(

@@ -10,16 +10,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 from pathlib import Path
 
-import torch
 from omegaconf import DictConfig, OmegaConf
+
+from replaylab.storage import atomic_torch_save, atomic_write, safe_torch_load
 
 NON_SEMANTIC_KEYS = (
     "progress", "output_root", "wandb", "trainer.checkpoint_every", "trainer.keep_checkpoints",
-    "eval.grader_workers",
+    "eval.grader_workers", "run_lock_wait", "resume_rows",
 )
 
 
@@ -55,13 +57,14 @@ def is_done(path: Path) -> bool:
 def mark_done(path: Path, summary: dict) -> None:
     """The done marker: the run's final ledger, and which process on which host finished it."""
     record = {**summary, "host": socket.gethostname(), "pid": os.getpid()}
-    _atomic_write(done_marker(path), json.dumps(record, indent=2, default=str).encode())
+    atomic_write(done_marker(path), json.dumps(record, indent=2, default=str))
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+class UnsafePointer(ValueError):
+    pass
+
+
+CHECKPOINT_NAME = re.compile(r"update_\d{7}(\.pt)?")  # a file (one process) or a directory (sharded)
 
 
 def save_checkpoint(path: Path, update: int, state: dict, keep: int) -> Path:
@@ -69,36 +72,62 @@ def save_checkpoint(path: Path, update: int, state: dict, keep: int) -> Path:
     ckpt_root = path / "checkpoints"
     ckpt_root.mkdir(parents=True, exist_ok=True)
     target = ckpt_root / f"update_{update:07d}.pt"
-    tmp = target.with_suffix(".pt.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, target)
+    atomic_torch_save(state, target)
     write_latest(path, target.name)
     prune_checkpoints(path, keep)
     return target
 
 
 def write_latest(path: Path, name: str) -> None:
-    _atomic_write(path / "checkpoints" / "latest", name.encode())
+    atomic_write(path / "checkpoints" / "latest", name)
 
 
 def prune_checkpoints(path: Path, keep: int) -> None:
     """Keep the newest `keep` checkpoints (files in a single process, directories when sharded)."""
-    for old in sorted((path / "checkpoints").glob("update_*"))[:-keep]:
-        if old.suffix == ".tmp":
-            continue
+    for old in sorted(p for p in (path / "checkpoints").glob("update_*") if CHECKPOINT_NAME.fullmatch(p.name))[:-keep]:
         shutil.rmtree(old) if old.is_dir() else old.unlink()
 
 
+def _inside(root: Path, name: str) -> Path:
+    """`root / name` for a checkpoint name, refusing anything that could lead outside `root`."""
+    target = root / name
+    if not CHECKPOINT_NAME.fullmatch(name) or target.resolve().parent != root.resolve():
+        raise UnsafePointer(f"{root / 'latest'} points at {name!r}, not a checkpoint of this run directory; refused")
+    return target
+
+
 def latest_checkpoint(path: Path) -> Path | None:
+    """The checkpoint `checkpoints/latest` names (inside the run directory only), or None."""
     pointer = path / "checkpoints" / "latest"
     if not pointer.exists():
         return None
-    target = path / "checkpoints" / pointer.read_text().strip()
+    target = _inside(path / "checkpoints", pointer.read_text().strip())
     return target if target.exists() else None
 
 
+def checkpoint_candidates(path: Path) -> tuple[list[Path], list[str]]:
+    """Checkpoints to resume from, best first: the one `latest` names, then every other, newest first;
+    and what was wrong with the pointer (for the log)."""
+    root = path / "checkpoints"
+    if not root.is_dir():
+        return [], []
+    found = sorted((p for p in root.iterdir() if CHECKPOINT_NAME.fullmatch(p.name)), reverse=True)
+    notes: list[str] = []
+    pointer = root / "latest"
+    if pointer.exists():
+        named = _inside(root, pointer.read_text().strip())
+        if named.exists():
+            found = [named] + [p for p in found if p != named]
+        else:
+            notes.append(f"{pointer} names {named.name}, which does not exist")
+    elif found:
+        notes.append(f"{pointer} is missing")
+    return found, notes
+
+
 def load_checkpoint(target: Path) -> dict:
-    return torch.load(target, map_location="cpu", weights_only=False)
+    """A single-file checkpoint, loaded with weights_only (storage.safe_torch_load)."""
+    return safe_torch_load(target)
 
 
 def export_checkpoint(target: Path, out_dir: Path, base_model_dir: str) -> Path:

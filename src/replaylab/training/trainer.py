@@ -10,7 +10,9 @@ as an uninterrupted one.
 
 from __future__ import annotations
 
+import logging
 import random
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -21,14 +23,15 @@ from replaylab.models.batching import score_logprobs
 from replaylab.objectives import Scorers
 from replaylab.replay.base import StepContext, UpdateStats
 from replaylab.results.rows import RowWriter
-from replaylab.rollout.base import SamplingParams
+from replaylab.rollout.base import NonFiniteLogits, SamplingParams
+from replaylab.storage import CorruptCheckpoint
 from replaylab.training.budget import Ledger
-from replaylab.training.components import Components, TrainingDiverged, derived_seed  # noqa: F401 (re-exported)
+from replaylab.training.components import Components, TrainingDiverged, derived_seed
 from replaylab.training.grad_stats import CountSketch
 from replaylab.training.probe import ProbeSet
 from replaylab.training.provenance import Provenance
 from replaylab.training.runs import (
-    latest_checkpoint,
+    checkpoint_candidates,
     load_checkpoint,
     mark_done,
     prune_checkpoints,
@@ -38,6 +41,7 @@ from replaylab.training.runs import (
 from replaylab.training.updates import UpdatesMixin
 from replaylab.types import Group, Sample
 
+log = logging.getLogger(__name__)
 
 class Trainer(UpdatesMixin):
     def __init__(self, cfg, comp: Components, run_dir: Path, rows: RowWriter):
@@ -69,7 +73,8 @@ class Trainer(UpdatesMixin):
         state = {
             "scheduler": self.sched.state_dict(), "strategy": self.c.strategy.state_dict(),
             "strategy_rng": self.strategy_rng.getstate(), "stream_position": self.c.stream.position,
-            "ledger": self.ledger.state_dict(), "rows": self.rows.count, "iteration": self.iteration,
+            "ledger": self.ledger.state_dict(), "rows": self.rows.count, "rows_text": self.rows.snapshot(),
+            "iteration": self.iteration,
             "update": self.update, "last_eval": self.last_eval, "torch_rng": torch.get_rng_state(),
             "world_size": D.world_size(), "probe": self.probe.state_dict() if self.probe else None,
         }
@@ -86,7 +91,7 @@ class Trainer(UpdatesMixin):
         self.strategy_rng.setstate(s["strategy_rng"])
         self.c.stream.position = s["stream_position"]
         self.ledger = Ledger.from_state(s["ledger"])
-        self.rows.truncate(s["rows"])
+        self.rows.restore(s["rows"], s.get("rows_text"), rebuild=self.cfg.resume_rows == "rebuild")
         self.iteration, self.update, self.last_eval = s["iteration"], s["update"], s["last_eval"]
         torch.set_rng_state(s["torch_rng"])
         if s.get("probe") is not None:
@@ -108,14 +113,25 @@ class Trainer(UpdatesMixin):
             return target
 
     def resume(self) -> bool:
-        target = D.broadcast_object(latest_checkpoint(self.run_dir))
-        if target is None:
-            return False
-        if target.is_dir():
-            self.load_state_dict(D.load_sharded(self.c.policy, self.opt, target))
-        else:
-            self.load_state_dict(load_checkpoint(target))
-        return True
+        """Resume from the newest readable checkpoint: the one `latest` names, else (saying so) an
+        older one. A run directory with checkpoints but none readable stops the run."""
+        found, notes = D.broadcast_object(checkpoint_candidates(self.run_dir))
+        for note in notes:
+            log.warning("replaylab: %s", note)
+        for i, target in enumerate(found):
+            try:
+                state = D.load_sharded(self.c.policy, self.opt, target) if target.is_dir() else load_checkpoint(target)
+            except CorruptCheckpoint as e:
+                log.warning("replaylab: %s; trying an older checkpoint", e)
+                continue
+            if i or notes:
+                log.warning("replaylab: resuming from %s", target)
+            self.load_state_dict(state)
+            return True
+        if found:
+            raise CorruptCheckpoint(f"no readable checkpoint in {self.run_dir / 'checkpoints'} "
+                                    f"({', '.join(p.name for p in found)}); remove the run directory to start over")
+        return False
 
     # ----------------------------------------------------------------- loop
     def context(self) -> StepContext:
@@ -156,6 +172,7 @@ class Trainer(UpdatesMixin):
         self.checkpoint()
         summary = {"update": self.update, "iteration": self.iteration, **self.ledger.summary()}
         if D.is_main():
+            self.rows.verify()  # a run is marked done only if its rows are whole
             mark_done(self.run_dir, summary)
         return summary
 
@@ -200,12 +217,23 @@ class Trainer(UpdatesMixin):
         chunks = [prompts[i : i + per_chunk] for i in range(0, len(prompts), per_chunk)]
         generator.model_for_scoring()  # distributed: the weight gather is collective, so every rank does it here
         groups: list[Group] = []
-        with self.ledger.timed("generate" if source == "fresh" else "generate_initial"):
+        with self.ledger.timed("generate" if source == "fresh" else "generate_initial"), self.diverged_if_non_finite():
             for c in D.shard(list(range(len(chunks)))):
                 seed = derived_seed(*seed_parts, "chunk", c)
                 groups += [Group(p, s) for p, s in zip(chunks[c], generator.generate(chunks[c], params, seed=seed, source=source))]
         self.score([s for g in groups for s in g.samples])
         return D.all_gather_objects(groups) if D.world_size() > 1 else groups
+
+    @contextmanager
+    def diverged_if_non_finite(self):
+        """inf/NaN logits while sampling mean the weights diverged: say so, naming the update."""
+        try:
+            yield
+        except NonFiniteLogits as e:
+            raise TrainingDiverged(
+                f"the policy after update {self.update} produced non-finite logits while sampling ({e}); the last good "
+                f"checkpoint in {self.run_dir / 'checkpoints'} is kept. Lower trainer.lr or check the data."
+            ) from e
 
     def sampling(self) -> SamplingParams:
         r = self.cfg.rollout
@@ -284,7 +312,7 @@ class Trainer(UpdatesMixin):
 
     def run_eval(self) -> None:
         scoring_model = self.c.generator.model_for_scoring()  # distributed: a collective gather; then rank 0 alone
-        with self.ledger.timed("eval"):
+        with self.ledger.timed("eval"), self.diverged_if_non_finite():
             results = self.c.evaluate(self.update) if self.c.evaluate and D.is_main() else []
         D.barrier()
         ledger = self.ledger.summary()

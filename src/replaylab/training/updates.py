@@ -40,6 +40,15 @@ class UpdatesMixin:
                     totals[k] = totals.get(k, 0.0) + v / t.updates_per_iteration
         return norms, sketches, totals
 
+    def check_finite_weights(self) -> None:
+        """A finite loss and gradient can still step the weights to inf/NaN (a huge lr): stop where
+        it starts, before the next rollout samples from them or a checkpoint saves them."""
+        local = [p.to_local() if hasattr(p, "to_local") else p for p in self.params]  # FSDP2 shards
+        bad = any(not bool(torch.isfinite(p).all()) for p in local)
+        if D.all_reduce_max(1.0 if bad else 0.0):
+            raise TrainingDiverged(f"non-finite weights after update {self.update + 1}, iteration {self.iteration}; the "
+                                   f"last good checkpoint in {self.run_dir / 'checkpoints'} is kept. Lower trainer.lr.")
+
     def optimizer_step(self, mb: list[Sample], n_groups: int) -> tuple[list[float], list, dict[str, float]]:
         """One update on minibatch `mb`, split into `n_groups` gradient groups whose gradients are
         measured for the strategy. Each group is a slice of the global minibatch; under DDP/FSDP2 each
@@ -81,6 +90,7 @@ class UpdatesMixin:
             if not math.isfinite(total):
                 raise TrainingDiverged(f"non-finite gradient norm at update {self.update + 1}; last good checkpoint kept")
             self.opt.step()
+            self.check_finite_weights()
             self.sched.step()
             self.opt.zero_grad(set_to_none=True)
             self.update += 1

@@ -1,0 +1,96 @@
+"""Files a run cannot afford to lose: atomic writes, checkpoints loaded without running code.
+
+* `atomic_write` / `atomic_torch_save`: write a temporary file next to the target, fsync it, rename
+  it over the target, fsync the directory. A kill at any moment leaves the old file or the new
+  one, never a torn one. A failed write (disk full, permissions) raises `StorageError` naming the
+  file and the free space left, and the old file is untouched.
+* `safe_torch_load`: `torch.load(weights_only=True)` with replaylab's own plain records (samples,
+  prompts, groups) allowlisted: tensors and plain data load, anything that would run code on
+  unpickling (a crafted `.pt`) is refused with `UnsafeCheckpoint`; a torn or truncated file raises
+  `CorruptCheckpoint`. Both name the file.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import torch
+
+from replaylab.types import Group, OffPolicy, Prompt, Sample
+
+CHECKPOINT_TYPES = [Sample, Prompt, Group, OffPolicy]  # plain dataclasses: no code runs to rebuild them
+
+
+class StorageError(OSError):
+    pass
+
+
+class CorruptCheckpoint(RuntimeError):
+    pass
+
+
+class UnsafeCheckpoint(RuntimeError):
+    pass
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _failed(path: Path, e: BaseException) -> StorageError:
+    try:
+        free = f"{shutil.disk_usage(path.parent).free / 2**20:.0f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    return StorageError(f"writing {path} failed ({free}): {e}; the previous {path.name}, if any, is kept")
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise _failed(path, e) from e
+
+
+def atomic_torch_save(obj, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except (OSError, RuntimeError) as e:  # torch reports a full disk as a RuntimeError from its zip writer
+        tmp.unlink(missing_ok=True)
+        raise _failed(path, e) from e
+
+
+def safe_torch_load(path: Path, map_location="cpu"):
+    with torch.serialization.safe_globals(CHECKPOINT_TYPES):
+        try:
+            return torch.load(path, map_location=map_location, weights_only=True)
+        except pickle.UnpicklingError as e:
+            if "Weights only load failed" in str(e):
+                reason = next((line for line in str(e).splitlines() if "Unsupported" in line or "global" in line), "")
+                raise UnsafeCheckpoint(
+                    f"{path}: refused: it holds objects other than tensors and replaylab's plain records, which "
+                    f"would run code when loaded ({reason.strip()[:200]}). Only load checkpoints replaylab wrote."
+                ) from None
+            raise CorruptCheckpoint(f"{path}: unreadable checkpoint ({e})") from e
+        except (RuntimeError, EOFError, ValueError, OSError) as e:
+            raise CorruptCheckpoint(f"{path}: unreadable checkpoint ({str(e).splitlines()[0][:200]})") from e

@@ -1,0 +1,295 @@
+"""Nothing lost, nothing run that should not be: each defect a cluster inflicts, through the real path.
+
+Two processes on one run directory (a real second process is refused; a killed holder's lock is
+taken over); resume that verifies rows.jsonl against the checkpoint's copy (short file refused with
+its line, rebuilt on request; a real SIGKILL right after the rows rewrite loses nothing); a corrupt
+or missing latest checkpoint falls back to the newest valid one; a crafted pickle never runs; a
+pointer outside the run directory is refused; exact update budgets; divergence caught at the
+update that causes it; checked tiny-world cache entries; config errors before any directory exists;
+`grade` never overwrites its input; data and disk errors name their file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import MICRO_WORLD, load_rows
+from test_resume import comparable, only_run, train_cmd
+
+from replaylab.training.trainer import TrainingDiverged
+
+
+def _wait_for(predicate, seconds: float = 300):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+# ---------------------------------------------------------------- one process per run directory
+def test_second_process_on_a_run_directory_is_refused(tmp_path):
+    root = tmp_path / "runs"
+    cmd = train_cmd(root, ["budget.max_updates=30", "trainer.checkpoint_every=10"])
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: list(root.glob("default/*/lock.holder.json")))
+    t0 = time.time()
+    second = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    refused_in = time.time() - t0
+    assert first.wait(timeout=600) == 0, first.stderr.read()[-2000:]
+    run = only_run(root)
+    assert second.returncode == 3
+    assert str(run) in second.stderr and f"pid {first.pid}" in second.stderr
+    assert refused_in < 30
+    rows = load_rows(run)
+    train_updates = [r["update"] for r in rows if r["split"] == "train" and r["metric"] == "grad_norm"]
+    assert train_updates == list(range(1, 31))  # exactly one run's rows, in order, none twice
+    assert not (run / "lock.holder.json").exists()
+
+
+def test_a_killed_holders_lock_is_taken_over(tmp_path):
+    root = tmp_path / "runs"
+    cmd = train_cmd(root, [])
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(lambda: list(root.glob("default/*/checkpoints/latest")))
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert list(root.glob("default/*/lock.holder.json"))  # the dead holder left its note behind
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (only_run(root) / "done.json").exists()
+
+
+def test_waiting_for_the_holder_then_skipping_the_finished_run(tmp_path):
+    root = tmp_path / "runs"
+    cmd = train_cmd(root, ["budget.max_updates=12"])
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(lambda: list(root.glob("default/*/lock.holder.json")))
+    second = subprocess.run(cmd + ["run_lock_wait=600"], capture_output=True, text=True, check=False)
+    assert first.wait(timeout=600) == 0
+    assert second.returncode == 0 and "already done" in second.stdout
+
+
+# ---------------------------------------------------------------- resume verifies before it trusts
+def _interrupted_run(run_train, extra=()):
+    """A finished 6-update run turned back into one interrupted after update 4 (checkpoints at 2 and 4)."""
+    overrides = ["budget.max_updates=6", "trainer.checkpoint_every=2", "trainer.keep_checkpoints=3", *extra]
+    _, path = run_train(overrides)
+    full = load_rows(path)
+    (path / "done.json").unlink()
+    (path / "checkpoints" / "update_0000006.pt").unlink()
+    (path / "checkpoints" / "latest").write_text("update_0000004.pt")
+    return overrides, path, full
+
+
+def test_short_rows_are_refused_with_their_line_then_rebuilt_on_request(run_train):
+    from replaylab.results.rows import RowsMismatch
+
+    overrides, path, full = _interrupted_run(run_train)
+    lines = (path / "rows.jsonl").read_text().splitlines(keepends=True)
+    (path / "rows.jsonl").write_text("".join(lines[:5]) + lines[5][:40])  # far below the checkpoint's count
+    with pytest.raises(RowsMismatch, match=r"rows.jsonl:6: the checkpoint wrote \d+ rows"):
+        run_train(overrides)
+    assert not (path / "done.json").exists()
+    run_train(overrides + ["resume_rows=rebuild"])
+    assert comparable(load_rows(path)) == comparable(full)
+
+
+def test_sigkill_right_after_the_rows_rewrite_loses_nothing(tmp_path):
+    root, reference = tmp_path / "killed", tmp_path / "full"
+    extra = ["budget.max_updates=6", "trainer.keep_checkpoints=3"]
+    subprocess.run(train_cmd(reference, extra), check=True, capture_output=True)
+    subprocess.run(train_cmd(root, extra), check=True, capture_output=True)
+    run = only_run(root)
+    (run / "done.json").unlink()
+    (run / "checkpoints" / "update_0000006.pt").unlink()
+    (run / "checkpoints" / "latest").write_text("update_0000004.pt")
+    # The resume rewrites rows.jsonl down to the checkpoint's rows, then this process SIGKILLs itself.
+    script = ("import os, signal, sys\nfrom replaylab.results import rows\n"
+              "orig = rows.RowWriter.truncate\n"
+              "def truncate(self, n):\n    orig(self, n)\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+              "rows.RowWriter.truncate = truncate\nsys.argv = ['train', *sys.argv[1:]]\n"
+              "from replaylab.cli.train import main\nmain()\n")
+    killed = subprocess.run([sys.executable, "-c", script, *train_cmd(root, extra)[3:]], capture_output=True, check=False)
+    assert killed.returncode == -signal.SIGKILL
+    subprocess.run(train_cmd(root, extra), check=True, capture_output=True)
+    assert comparable(load_rows(run)) == comparable(load_rows(only_run(reference)))
+
+
+def test_corrupt_or_missing_latest_falls_back_to_the_newest_valid_checkpoint(run_train, caplog):
+    overrides, path, full = _interrupted_run(run_train)
+    (path / "checkpoints" / "update_0000004.pt").write_bytes(b"PK\x03\x04 torn")
+    run_train(overrides)
+    assert "update_0000004.pt: unreadable checkpoint" in caplog.text and "resuming from" in caplog.text
+    assert comparable(load_rows(path)) == comparable(full)
+
+    overrides, path, full = _interrupted_run(run_train, ["trainer.seed=1"])
+    (path / "checkpoints" / "latest").write_text("update_0000009.pt")  # names a file that is not there
+    run_train(overrides)
+    assert "update_0000009.pt, which does not exist" in caplog.text
+    assert comparable(load_rows(path)) == comparable(full)
+
+
+def test_done_only_when_rows_verify(run_train, monkeypatch):
+    from replaylab.results import rows as rows_module
+
+    original = rows_module.RowWriter.write
+
+    def write_twice(self, *a, **k):  # as if a second writer appended the same rows
+        out = original(self, *a, **k)
+        with open(self.path, "a") as f:
+            f.writelines(json.dumps(r) + "\n" for r in out)
+        return out
+
+    monkeypatch.setattr(rows_module.RowWriter, "write", write_twice)
+    with pytest.raises(rows_module.RowsMismatch, match="not marked done"):
+        run_train(["budget.max_updates=2"])
+    assert not list((Path(run_train.run_dir(["budget.max_updates=2"]))).glob("done.json"))
+
+
+# ---------------------------------------------------------------- safe loading
+class _Payload:
+    def __reduce__(self):
+        return (os.system, (f"touch {os.environ['PWNED_MARKER']}",))
+
+
+def test_a_crafted_checkpoint_is_refused_and_never_runs(tmp_path):
+    marker = tmp_path / "pwned"
+    os.environ["PWNED_MARKER"] = str(marker)
+    crafted = tmp_path / "evil.pt"
+    torch.save({"policy": _Payload()}, crafted)
+    proc = subprocess.run([sys.executable, "-m", "replaylab.evaluate", f"eval.checkpoint={crafted}", *MICRO_WORLD,
+                           "eval.max_problems=1", f"output_root={tmp_path / 'out'}", "wandb.enabled=false"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode != 0 and "refused" in proc.stderr
+    assert not marker.exists()
+
+
+def test_a_pointer_outside_the_run_directory_is_refused(run_train):
+    from replaylab.training.runs import UnsafePointer
+
+    overrides, path, _ = _interrupted_run(run_train)
+    (path.parent / "update_0000009.pt").write_bytes(b"")
+    (path / "checkpoints" / "latest").write_text("../../update_0000009.pt")
+    with pytest.raises(UnsafePointer, match="refused"):
+        run_train(overrides)
+
+
+# ---------------------------------------------------------------- budgets and divergence
+def test_an_update_budget_the_iterations_would_overshoot_is_a_config_error(run_train):
+    from replaylab.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"budget.max_updates.*6 is not a multiple of the 4 updates per iteration"):
+        run_train(["trainer.minibatches=4", "budget.max_updates=6"])
+
+
+@pytest.mark.parametrize("rollout", ["fast", "hf"])
+def test_a_huge_learning_rate_is_caught_as_divergence_at_its_update(run_train, rollout):
+    """lr=1e10 used to die inside generate ("probability tensor contains inf"); now it is
+    TrainingDiverged naming the update, wherever the non-finite values first show."""
+    overrides = ["trainer.lr=1e10", "trainer.warmup_updates=0", "budget.max_updates=6", "trainer.checkpoint_every=1",
+                 f"rollout={rollout}"]
+    with pytest.raises(TrainingDiverged, match=r"update \d+"):
+        run_train(overrides)
+    path = run_train.run_dir(overrides)
+    from replaylab.training.runs import checkpoint_candidates, load_checkpoint
+
+    found, _ = checkpoint_candidates(path)
+    assert found and all(torch.isfinite(v).all() for v in load_checkpoint(found[0])["policy"].values())
+    assert not (path / "done.json").exists()
+
+
+# ---------------------------------------------------------------- the tiny-world cache
+def test_tiny_world_cache_entries_are_checked_and_rebuilt(caplog):
+    from replaylab.models.tiny_spec import TinyWorldConfig
+    from replaylab.models.tiny_world import ensure_tiny_world, tiny_world_dir
+
+    cfg = TinyWorldConfig(teacher_steps=20, student_step=10, seed=7)
+    path = ensure_tiny_world(cfg, progress=False)
+    weights = path / "teacher" / "model.safetensors"
+    good = weights.read_bytes()
+    weights.write_bytes(good[:-8] + b"\0" * 8)  # overwritten weights
+    assert ensure_tiny_world(cfg, progress=False) == path
+    assert "teacher/model.safetensors does not match the checksum" in caplog.text
+    assert weights.read_bytes() == good  # rebuilt: the build is deterministic
+    (path / "build.json").unlink()  # an entry an older, interrupted build left behind
+    assert ensure_tiny_world(cfg, progress=False) == tiny_world_dir(cfg)
+    assert "incomplete" in caplog.text and (path / "build.json").exists()
+
+
+# ---------------------------------------------------------------- config errors, early and named
+CONFIG_ERRORS = [
+    (["eval.grader_timeout=0"], "eval.grader_timeout"),
+    (["trainer.clip_low=-5"], "trainer.clip_low"),
+    (["trainer=grpo", "teacher=none", "trainer.kl_coef=-1"], "trainer.kl_coef"),
+    (["trainer.lr=inf"], "trainer.lr"),
+    (["trainer=grpo", "teacher=none", "strategy=ropd"], "strategy"),
+    (["teacher=none"], "teacher"),
+    (["experiment=../../elsewhere"], "experiment"),
+    (["trainer.minibatches=4", "budget.max_updates=6"], "budget.max_updates"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "key"), CONFIG_ERRORS, ids=[c[1] + "-" + c[0][-1] for c in CONFIG_ERRORS])
+def test_config_errors_name_the_key_before_anything_exists(run_train, tmp_path, overrides, key):
+    from replaylab.config import ConfigError
+
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        run_train(overrides)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_config_error_exit_code_and_time_through_the_cli(tmp_path):
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "replaylab.train", "trainer.clip_low=-5", f"output_root={tmp_path}"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and "trainer.clip_low" in proc.stderr
+    assert time.time() - t0 < 30  # a Python start-up and a compose; the model never loads
+    assert not (tmp_path / "default").exists()  # no run directory (Hydra's own log directory is under hydra/)
+
+
+# ---------------------------------------------------------------- files: grade, data, disk
+def test_grade_refuses_to_write_over_its_input(tmp_path):
+    data = tmp_path / "f.jsonl"
+    data.write_text(json.dumps({"response": "\\boxed{2}", "answer": "2"}) + "\n")
+    before = data.read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "replaylab.cli.grade", str(data), "--out", str(data)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and "is the input file" in proc.stderr
+    assert data.read_bytes() == before
+
+
+def test_a_non_utf8_training_row_names_its_file_and_line(tmp_path):
+    from replaylab.tasks.data_root import read_rows
+
+    bad = tmp_path / "train.jsonl"
+    bad.write_bytes(b'{"id": "a", "problem": "1+1", "answer": "2"}\n{"id": "b", "problem": "\xff", "answer": "1"}\n')
+    with pytest.raises(ValueError, match=r"train.jsonl:2: not UTF-8 \(byte 0xff"):
+        read_rows(bad)
+
+
+def test_a_full_disk_names_the_checkpoint_and_keeps_the_old_one(tmp_path, monkeypatch):
+    from replaylab.storage import StorageError, atomic_torch_save
+
+    target = tmp_path / "update_0000002.pt"
+    atomic_torch_save({"x": torch.ones(2)}, target)
+
+    def full(*a, **k):  # what torch raises when the zip writer hits ENOSPC
+        raise RuntimeError("[enforce fail at inline_container.cc:626] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(StorageError, match=r"writing .*update_0000002.pt failed \(\d+ MiB free\)"):
+        atomic_torch_save({"x": torch.zeros(2)}, target)
+    monkeypatch.undo()
+    assert torch.equal(torch.load(target, weights_only=True)["x"], torch.ones(2))
+    assert not list(tmp_path.glob("*.tmp"))
+
