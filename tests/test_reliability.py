@@ -123,6 +123,14 @@ def test_sigkill_right_after_the_rows_rewrite_loses_nothing(tmp_path):
     assert killed.returncode == -signal.SIGKILL
     subprocess.run(train_cmd(root, extra), check=True, capture_output=True)
     assert comparable(load_rows(run)) == comparable(load_rows(only_run(reference)))
+    # Through the CLI, rows cut below the checkpoint's count stop the run with exit 4, naming the line.
+    (run / "done.json").unlink()
+    (run / "checkpoints" / "latest").write_text("update_0000004.pt")
+    lines = (run / "rows.jsonl").read_text().splitlines(keepends=True)
+    (run / "rows.jsonl").write_text("".join(lines[:3]))
+    refused = subprocess.run(train_cmd(root, extra), capture_output=True, text=True, check=False)
+    assert refused.returncode == 4 and "rows.jsonl:4:" in refused.stderr and "Traceback" not in refused.stderr
+    assert len((run / "rows.jsonl").read_text().splitlines()) == 3  # nothing already written is touched
 
 
 def test_corrupt_or_missing_latest_falls_back_to_the_newest_valid_checkpoint(run_train, caplog):
@@ -170,7 +178,8 @@ def test_a_crafted_checkpoint_is_refused_and_never_runs(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "replaylab.evaluate", f"eval.checkpoint={crafted}", *MICRO_WORLD,
                            "eval.max_problems=1", f"output_root={tmp_path / 'out'}", "wandb.enabled=false"],
                           capture_output=True, text=True, check=False)
-    assert proc.returncode != 0 and "refused" in proc.stderr
+    assert proc.returncode == 2 and "refused" in proc.stderr and "posix.system" in proc.stderr
+    assert "Traceback" not in proc.stderr
     assert not marker.exists()
 
 
@@ -210,10 +219,11 @@ def test_a_huge_learning_rate_is_caught_as_divergence_at_its_update(run_train, r
 
 # ---------------------------------------------------------------- the tiny-world cache
 def test_tiny_world_cache_entries_are_checked_and_rebuilt(caplog):
-    from replaylab.models.tiny_spec import TinyWorldConfig
+    from replaylab.models.tiny_spec import TinyModelSize, TinyWorldConfig
     from replaylab.models.tiny_world import ensure_tiny_world, tiny_world_dir
 
-    cfg = TinyWorldConfig(teacher_steps=20, student_step=10, seed=7)
+    cfg = TinyWorldConfig(teacher_steps=6, student_step=3, seed=7, batch_size=8, warmup=2,
+                          teacher=TinyModelSize(hidden_size=32, intermediate_size=64))
     path = ensure_tiny_world(cfg, progress=False)
     weights = path / "teacher" / "model.safetensors"
     good = weights.read_bytes()

@@ -86,7 +86,7 @@ def safe_torch_load(path: Path, map_location="cpu"):
             return torch.load(path, map_location=map_location, weights_only=True)
         except pickle.UnpicklingError as e:
             if "Weights only load failed" in str(e):
-                reason = next((line for line in str(e).splitlines() if "Unsupported" in line or "global" in line), "")
+                reason = next((line for line in str(e).splitlines() if "GLOBAL" in line or "nsupported" in line), "")
                 raise UnsafeCheckpoint(
                     f"{path}: refused: it holds objects other than tensors and replaylab's plain records, which "
                     f"would run code when loaded ({reason.strip()[:200]}). Only load checkpoints replaylab wrote."

@@ -83,10 +83,15 @@ def evaluate(cfg: DictConfig) -> list[dict]:
 
 @hydra.main(version_base=None, config_path=conf_dir(), config_name="config")
 def main(cfg: DictConfig) -> None:
+    from replaylab.storage import CorruptCheckpoint, UnsafeCheckpoint
+
     try:
         evaluate(cfg)
     except ConfigError as e:
         print(f"replaylab: invalid config: {e}", file=sys.stderr)
+        sys.exit(2)
+    except (UnsafeCheckpoint, CorruptCheckpoint) as e:
+        print(f"replaylab: {e}", file=sys.stderr)
         sys.exit(2)
 
 

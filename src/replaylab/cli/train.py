@@ -3,6 +3,9 @@
 Composition errors (unknown option, mistyped key, wrong type) come from Hydra; range and choice
 errors from the config dataclasses; both name the key and happen before any model is loaded.
 A finished run (its directory has a done marker) is skipped; an interrupted one resumes.
+Exit codes: 2 invalid config, 3 run directory in use by another process, 4 run directory or disk
+problem (rows that do not match the checkpoint, unreadable or unsafe checkpoints, a failed write),
+5 training diverged (docs/run_directories.md).
 """
 
 from __future__ import annotations
@@ -101,7 +104,11 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
 
 @hydra.main(version_base=None, config_path=conf_dir(), config_name="config")
 def main(cfg: DictConfig) -> dict:
+    from replaylab.results.rows import RowsMismatch
+    from replaylab.storage import CorruptCheckpoint, StorageError, UnsafeCheckpoint
+    from replaylab.training.components import TrainingDiverged
     from replaylab.training.run_lock import RunDirectoryBusy
+    from replaylab.training.runs import UnsafePointer
 
     try:
         return train(cfg)
@@ -111,6 +118,12 @@ def main(cfg: DictConfig) -> dict:
     except RunDirectoryBusy as e:
         print(f"replaylab: {e}", file=sys.stderr)
         sys.exit(3)
+    except (RowsMismatch, CorruptCheckpoint, UnsafeCheckpoint, UnsafePointer, StorageError) as e:
+        print(f"replaylab: {e}", file=sys.stderr)  # the run directory or its disk: nothing already written is lost
+        sys.exit(4)
+    except TrainingDiverged as e:
+        print(f"replaylab: training diverged: {e}", file=sys.stderr)
+        sys.exit(5)
 
 
 if __name__ == "__main__":
