@@ -44,9 +44,7 @@ def overrides(args: argparse.Namespace) -> list[str]:
 
 
 def replaylab(args: argparse.Namespace) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        seconds, tokens, facts = common.time_replaylab(overrides(args), args.steps, Path(tmp))
-    return alternate.measured(seconds, tokens, args.warmup, **facts)
+    return common.replaylab_side(overrides(args), args)
 
 
 def trl(args: argparse.Namespace) -> dict:
@@ -78,10 +76,7 @@ def trl(args: argparse.Namespace) -> dict:
         GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=reward, args=config, train_dataset=data,
                     callbacks=[clock]).train()
     grader.close()
-    if len(clock.tokens) != len(clock.seconds):
-        raise RuntimeError(f"{len(clock.seconds)} steps timed but {len(clock.tokens)} completion lengths logged")
-    return alternate.measured(clock.seconds, clock.tokens, args.warmup,
-                              trl_logged_step_time=clock.logged_step_time[args.warmup:], loss_type=config.loss_type)
+    return common.trl_result(clock, args, loss_type=config.loss_type)
 
 
 SIDES = {"replaylab": replaylab, "trl": trl}
@@ -89,9 +84,7 @@ SIDES = {"replaylab": replaylab, "trl": trl}
 
 def main() -> None:
     p = alternate.parser(__doc__, SIDES)
-    p.add_argument("--steps", type=int, default=8, help="optimizer steps per run, warm-up included")
-    p.add_argument("--warmup", type=int, default=2, help="steps dropped at the start of each run")
-    p.add_argument("--rollout", default="fast", choices=["fast", "hf"], help="replaylab's rollout engine")
+    common.add_step_arguments(p)
     args = p.parse_args()
     if args.side:
         return alternate.run_side(args, SIDES)

@@ -47,9 +47,7 @@ def overrides(args: argparse.Namespace) -> list[str]:
 
 
 def replaylab(args: argparse.Namespace) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        seconds, tokens, facts = common.time_replaylab(overrides(args), args.steps, Path(tmp))
-    return alternate.measured(seconds, tokens, args.warmup, **facts)
+    return common.replaylab_side(overrides(args), args)
 
 
 def trl(args: argparse.Namespace) -> dict:
@@ -77,11 +75,7 @@ def trl(args: argparse.Namespace) -> dict:
         )
         DistillationTrainer(model=student, teacher_model=teacher, args=config, train_dataset=data,
                             processing_class=tokenizer, callbacks=[clock]).train()
-    if len(clock.tokens) != len(clock.seconds):
-        raise RuntimeError(f"{len(clock.seconds)} steps timed but {len(clock.tokens)} completion lengths logged")
-    return alternate.measured(clock.seconds, clock.tokens, args.warmup,
-                              trl_logged_step_time=clock.logged_step_time[args.warmup:], beta=config.beta,
-                              temperature=config.temperature, batch=batch)
+    return common.trl_result(clock, args, beta=config.beta, temperature=config.temperature, batch=batch)
 
 
 SIDES = {"replaylab": replaylab, "trl": trl}
@@ -89,9 +83,7 @@ SIDES = {"replaylab": replaylab, "trl": trl}
 
 def main() -> None:
     p = alternate.parser(__doc__, SIDES)
-    p.add_argument("--steps", type=int, default=8, help="optimizer steps per run, warm-up included")
-    p.add_argument("--warmup", type=int, default=2, help="steps dropped at the start of each run")
-    p.add_argument("--rollout", default="fast", choices=["fast", "hf"], help="replaylab's rollout engine")
+    common.add_step_arguments(p)
     args = p.parse_args()
     if args.side:
         return alternate.run_side(args, SIDES)

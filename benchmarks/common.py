@@ -4,6 +4,7 @@ replaylab's data order, and a TRL callback that times optimizer steps and reads 
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -107,3 +108,29 @@ def trl_common_args(root: Path, steps: int) -> dict:
             "lr_scheduler_type": "constant", "warmup_steps": 0, "max_steps": steps, "logging_steps": 1,
             "save_strategy": "no", "report_to": "none", "disable_tqdm": True, "dataloader_num_workers": 0,
             "shuffle_dataset": False, "seed": 0}
+
+
+def replaylab_side(overrides: list[str], args) -> dict:
+    """The replaylab side of a TRL anchor: the real trainer, `args.steps` iterations, `args.warmup` dropped."""
+    import alternate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        seconds, tokens, facts = time_replaylab(overrides, args.steps, Path(tmp))
+    return alternate.measured(seconds, tokens, args.warmup, **facts)
+
+
+def trl_result(clock, args, **extra) -> dict:
+    """The TRL side's result from its clock (every timed step must have logged its completion lengths)."""
+    import alternate
+
+    if len(clock.tokens) != len(clock.seconds):
+        raise RuntimeError(f"{len(clock.seconds)} steps timed but {len(clock.tokens)} completion lengths logged")
+    return alternate.measured(clock.seconds, clock.tokens, args.warmup,
+                              trl_logged_step_time=clock.logged_step_time[args.warmup:], **extra)
+
+
+def add_step_arguments(p) -> None:
+    """The command-line options both TRL anchors take."""
+    p.add_argument("--steps", type=int, default=8, help="optimizer steps per run, warm-up included")
+    p.add_argument("--warmup", type=int, default=2, help="steps dropped at the start of each run")
+    p.add_argument("--rollout", default="fast", choices=["fast", "hf"], help="replaylab's rollout engine")

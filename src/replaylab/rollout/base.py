@@ -7,6 +7,7 @@ per-token behaviour log-probs, a truncation flag and the policy version that pro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -60,3 +61,17 @@ class Generator(Protocol):
         """A plain torch model with the current policy weights, for no-grad passes (proximal log-probs,
         the probe set, evaluation). Under DDP/FSDP2 it gathers weights, a collective: every rank calls it."""
         ...
+
+
+def generate_in_chunks(prompts: list[Prompt], params: SamplingParams, seed: int, micro_batch: int,
+                       decode: Callable[[list[Prompt], int], list[Sample]]) -> list[list[Sample]]:
+    """What every in-process engine does around its decoding: `params.n` copies of each prompt,
+    decoded `micro_batch` at a time by `decode(chunk, offset)` under one seeded, forked RNG, and
+    regrouped per prompt in input order."""
+    flat = [p for p in prompts for _ in range(params.n)]
+    out: list[Sample] = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for start in range(0, len(flat), micro_batch):
+            out.extend(decode(flat[start : start + micro_batch], start))
+    return [out[i * params.n : (i + 1) * params.n] for i in range(len(prompts))]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from replaylab.rollout.base import SamplingParams
+from replaylab.rollout.base import SamplingParams, generate_in_chunks
 from replaylab.rollout.decoder import LeanDecoder
 from replaylab.rollout.sampling import sample_next
 from replaylab.types import Prompt, Sample, Source
@@ -48,13 +48,8 @@ class FastGenerator:
             raise RuntimeError("FastGenerator has no weights yet: sync_weights(model, version) first")
         if self.decoder.stale:
             self.decoder.refresh()
-        flat = [p for p in prompts for _ in range(params.n)]
-        out: list[Sample] = []
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            for start in range(0, len(flat), self.micro_batch):
-                out.extend(self._decode(flat[start : start + self.micro_batch], params, source, seed, start))
-        return [out[i * params.n : (i + 1) * params.n] for i in range(len(prompts))]
+        return generate_in_chunks(prompts, params, seed, self.micro_batch,
+                                  lambda chunk, offset: self._decode(chunk, params, source, seed, offset))
 
     def _prefill(self, prompts: list[Prompt], L: int):
         """Run the prompts through the decoder: (KV cache sized for L more tokens, last-position

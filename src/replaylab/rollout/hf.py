@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from replaylab.rollout.base import NonFiniteLogits, SamplingParams
+from replaylab.rollout.base import NonFiniteLogits, SamplingParams, generate_in_chunks
 from replaylab.types import Prompt, Sample, Source
 
 
@@ -34,17 +34,13 @@ class HFGenerator:
     def generate(
         self, prompts: list[Prompt], params: SamplingParams, seed: int, source: Source = "fresh"
     ) -> list[list[Sample]]:
-        flat = [p for p in prompts for _ in range(params.n)]
-        out: list[Sample] = []
         was_training = self.model.training
         self.model.eval()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            for start in range(0, len(flat), self.micro_batch):
-                out.extend(self._generate_chunk(flat[start : start + self.micro_batch], params, source, seed, start))
+        out = generate_in_chunks(prompts, params, seed, self.micro_batch,
+                                 lambda chunk, offset: self._generate_chunk(chunk, params, source, seed, offset))
         if was_training:
             self.model.train()
-        return [out[i * params.n : (i + 1) * params.n] for i in range(len(prompts))]
+        return out
 
     def _generate_chunk(
         self, prompts: list[Prompt], params: SamplingParams, source: Source, seed: int, offset: int
