@@ -16,7 +16,7 @@ class SquaredLogRatio(TeacherScored):  # score() asks the teacher
 
     name = "toy_squared_log_ratio"
 
-    def loss(self, model, samples, pad_id, reference=None):
+    def loss(self, model, samples, pad_id, reference=None, batch=None):
         batch = collate(samples, pad_id)
         logp = token_logprobs(response_logits(model, batch), batch.response_ids, self.temperature)
         teacher = pad_per_token([s.teacher_logprobs for s in samples], batch.response_ids.shape[1])

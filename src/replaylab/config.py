@@ -119,7 +119,11 @@ class TrainerConfig:
     betas: list[float] = knob([0.9, 0.98], "AdamW betas")
     eps: float = knob(1e-8, "AdamW epsilon")
     weight_decay: float = knob(0.0, "AdamW weight decay")
-    warmup_updates: int = knob(10, "linear warm-up updates, then constant")
+    warmup_updates: int = knob(10, "linear warm-up updates (update u of the warm-up steps at lr x (u + 1) / warm-up), then lr_schedule")
+    warmup_fraction: float = knob(0.0, "warm-up as a fraction of budget.max_updates, rounded up (TRL/HF warmup_ratio; RePO: 0.1); "
+                                       "> 0 replaces warmup_updates, which must then be 0")
+    lr_schedule: str = knob("constant", "after warm-up: constant | cosine (half a cosine from lr to 0 at budget.max_updates, "
+                                        "HF get_cosine_schedule_with_warmup)")
     grad_clip: float = knob(1.0, "global gradient-norm clip (0 = off)")
     prompts_per_iteration: int = knob(64, "distinct prompts (queries) per rollout iteration")
     samples_per_prompt: int = knob(1, "rollouts per prompt (the GRPO group size)")
@@ -129,6 +133,18 @@ class TrainerConfig:
     sketch_dim: int = knob(0, "dimension of the random gradient sketch handed to strategies that read it (ropd statistic=sketch); 0 = norms only")
     aggregation: str = knob("dapo", "loss aggregation: grpo (per-sequence mean) | dapo (global token mean) | dr_grpo (constant normaliser; GRPO objective only)")
     advantage: str = knob("zscore", "GRPO group advantage: zscore | center (grpo objective only)")
+    advantage_std: str = knob("population", "zscore's group standard deviation: population (ddof 0: a z-scored group has unit "
+                                            "RMS) | sample (ddof 1, Bessel's correction: TRL's and verl's torch.std)")
+    overlong_cache: int = knob(0, "DAPO overlong reward shaping: responses longer than budget.max_response_tokens - this many "
+                                  "tokens get a penalty growing linearly to -overlong_factor at the limit (0 = off; RLEP 512 of 3072)")
+    overlong_factor: float = knob(1.0, "the overlong penalty at the response limit (DAPO, RLEP: 1.0); needs overlong_cache > 0")
+    mask_truncated: bool = knob(False, "leave completions that hit budget.max_response_tokens out of the loss (their rewards still "
+                                       "enter their group's advantages; open-instruct mask_truncated_completions, DAPO overlong filtering)")
+    dynamic_sampling: bool = knob(False, "DAPO dynamic sampling: drop fresh groups without reward variance and sample more prompts "
+                                         "until the iteration holds as many informative groups as it planned; the extra rollouts "
+                                         "are counted in the ledger (dynamic_rounds, filtered_groups, filtered_trajectories)")
+    dynamic_sampling_max_rounds: int = knob(10, "generation rounds dynamic sampling may take in one iteration (verl max_num_gen_batches) "
+                                                "before the run stops with an error: the data is then too easy or too hard; 0 = unlimited")
     clip_low: float = knob(0.2, "PPO clip below 1 (objectives with a ratio: opd_sampled, grpo)")
     clip_high: float = knob(0.2, "PPO clip above 1 (clip-higher: 0.28)")
     dual_clip: float | None = knob(None, "dual-clip constant for negative advantages (DAPO recipe: 10); None = off")
@@ -147,6 +163,22 @@ class TrainerConfig:
         p = "trainer."
         check_choice(self.aggregation, p + "aggregation", ["grpo", "dapo", "dr_grpo"])
         check_choice(self.advantage, p + "advantage", ["zscore", "center"])
+        check_choice(self.advantage_std, p + "advantage_std", ["population", "sample"])
+        check_choice(self.lr_schedule, p + "lr_schedule", ["constant", "cosine"])
+        check(0 <= self.warmup_fraction < 1, p + "warmup_fraction", f"must be in [0, 1), got {self.warmup_fraction}")
+        check(not (self.warmup_fraction > 0 and self.warmup_updates), p + "warmup_updates",
+              f"{self.warmup_updates} conflicts with trainer.warmup_fraction={self.warmup_fraction}: set one, the other to 0")
+        check(self.overlong_cache >= 0, p + "overlong_cache", f"must be >= 0, got {self.overlong_cache}")
+        check(math.isfinite(self.overlong_factor) and self.overlong_factor > 0, p + "overlong_factor",
+              f"must be a finite number > 0, got {self.overlong_factor}")
+        check(self.overlong_cache > 0 or self.overlong_factor == 1.0, p + "overlong_factor",
+              f"{self.overlong_factor} has no effect with trainer.overlong_cache=0 (shaping off): set overlong_cache too")
+        check(self.dynamic_sampling_max_rounds >= 0, p + "dynamic_sampling_max_rounds",
+              f"must be >= 0, got {self.dynamic_sampling_max_rounds}")
+        check(self.dynamic_sampling or self.dynamic_sampling_max_rounds == 10, p + "dynamic_sampling_max_rounds",
+              f"{self.dynamic_sampling_max_rounds} has no effect with trainer.dynamic_sampling=false")
+        check(self.advantage == "zscore" or self.advantage_std == "population", p + "advantage_std",
+              f"{self.advantage_std!r} has no effect with trainer.advantage={self.advantage!r} (no division by the standard deviation)")
         check_choice(self.device, p + "device", ["auto", "cpu", "cuda"])
         check_choice(self.distributed, p + "distributed", ["none", "ddp", "fsdp2"])
         check(math.isfinite(self.lr) and self.lr > 0, p + "lr", f"must be a positive finite number, got {self.lr}")
@@ -172,6 +204,10 @@ class TrainerConfig:
     @property
     def updates_per_iteration(self) -> int:
         return self.minibatches * self.resample_period
+
+    def warmup_for(self, max_updates: int) -> int:
+        """Warm-up length in updates: warmup_updates, or warmup_fraction of the run rounded up (as HF)."""
+        return math.ceil(self.warmup_fraction * max_updates) if self.warmup_fraction > 0 else self.warmup_updates
 
 
 @dataclass
@@ -248,34 +284,8 @@ class Config:
               "under output_root")
         check(self.run_lock_wait >= 0, "run_lock_wait", f"must be >= 0, got {self.run_lock_wait}")
         check_choice(self.resume_rows, "resume_rows", ["verify", "rebuild"])
-        self.check_matched_budget()
-        self.check_exact_updates()
         check_run(self)
 
-    def check_exact_updates(self) -> None:
-        """Iterations take trainer.minibatches x trainer.resample_period updates each: a budget that is
-        not a multiple would be overshot by the last iteration."""
-        t, b = self.trainer, self.budget
-        check(b.max_updates % t.updates_per_iteration == 0, "budget.max_updates",
-              f"{b.max_updates} is not a multiple of the {t.updates_per_iteration} updates per iteration "
-              f"(trainer.minibatches={t.minibatches} x trainer.resample_period={t.resample_period}); the last iteration "
-              f"would overshoot it. Use {b.max_updates // t.updates_per_iteration * t.updates_per_iteration or t.updates_per_iteration} "
-              f"or {(b.max_updates // t.updates_per_iteration + 1) * t.updates_per_iteration}")
-
-    def check_matched_budget(self) -> None:
-        """With a trajectory budget, the batch shape must spend it exactly within the update budget:
-        (max_trajectories / (prompts x samples)) iterations x (minibatches x resample_period) updates."""
-        t, b = self.trainer, self.budget
-        if not b.max_trajectories:
-            return
-        per_iteration = t.prompts_per_iteration * t.samples_per_prompt
-        iterations, rest = divmod(b.max_trajectories, per_iteration)
-        check(rest == 0, "budget.max_trajectories",
-              f"{b.max_trajectories} is not a multiple of trainer.prompts_per_iteration x trainer.samples_per_prompt = {per_iteration}")
-        check(iterations * t.updates_per_iteration == b.max_updates, "budget.max_updates",
-              f"{b.max_updates} updates do not match the trajectory budget: {b.max_trajectories} trajectories = {iterations} "
-              f"iterations x {t.updates_per_iteration} updates each (trainer.minibatches x trainer.resample_period) = "
-              f"{iterations * t.updates_per_iteration} updates")
 
 
 def objective_family(name: str) -> str:

@@ -18,7 +18,8 @@ from replaylab.objectives import (
 from replaylab.replay import STRATEGIES  # the package import registers every strategy
 
 # Trainer fields that only some objectives read (each objective declares which in `Objective.reads`).
-OBJECTIVE_SPECIFIC = ("clip_low", "clip_high", "dual_clip", "kl_coef", "advantage", "is_cap", "opd_coef")
+OBJECTIVE_SPECIFIC = ("clip_low", "clip_high", "dual_clip", "kl_coef", "advantage", "advantage_std", "is_cap", "opd_coef",
+                      "overlong_cache", "overlong_factor", "mask_truncated", "dynamic_sampling", "dynamic_sampling_max_rounds")
 # Decoding fields that only act when sampling (temperature > 0).
 SAMPLING_EVAL_FIELDS = ("top_p", "top_k", "samples")
 
@@ -82,8 +83,45 @@ def check_eval(cfg) -> None:
               f"{value!r} has no effect with eval.temperature=0 (greedy decoding): set eval.temperature > 0 or drop it")
 
 
+def check_exact_updates(cfg) -> None:
+    """Iterations take trainer.minibatches x trainer.resample_period updates each: a budget that is
+    not a multiple would be overshot by the last iteration."""
+    t, b = cfg.trainer, cfg.budget
+    check(b.max_updates % t.updates_per_iteration == 0, "budget.max_updates",
+          f"{b.max_updates} is not a multiple of the {t.updates_per_iteration} updates per iteration "
+          f"(trainer.minibatches={t.minibatches} x trainer.resample_period={t.resample_period}); the last iteration "
+          f"would overshoot it. Use {b.max_updates // t.updates_per_iteration * t.updates_per_iteration or t.updates_per_iteration} "
+          f"or {(b.max_updates // t.updates_per_iteration + 1) * t.updates_per_iteration}")
+
+
+def check_matched_budget(cfg) -> None:
+    """With a trajectory budget, the batch shape must spend it exactly within the update budget:
+    (max_trajectories / (prompts x samples)) iterations x (minibatches x resample_period) updates."""
+    t, b = cfg.trainer, cfg.budget
+    if not b.max_trajectories:
+        return
+    per_iteration = t.prompts_per_iteration * t.samples_per_prompt
+    iterations, rest = divmod(b.max_trajectories, per_iteration)
+    check(rest == 0, "budget.max_trajectories",
+          f"{b.max_trajectories} is not a multiple of trainer.prompts_per_iteration x trainer.samples_per_prompt = {per_iteration}")
+    check(iterations * t.updates_per_iteration == b.max_updates, "budget.max_updates",
+          f"{b.max_updates} updates do not match the trajectory budget: {b.max_trajectories} trajectories = {iterations} "
+          f"iterations x {t.updates_per_iteration} updates each (trainer.minibatches x trainer.resample_period) = "
+          f"{iterations * t.updates_per_iteration} updates")
+
+
+def check_response_shaping(cfg) -> None:
+    t, b = cfg.trainer, cfg.budget
+    check(t.overlong_cache < b.max_response_tokens, "trainer.overlong_cache",
+          f"{t.overlong_cache} must be below budget.max_response_tokens={b.max_response_tokens} (the penalty starts that "
+          "many tokens before the limit)")
+
+
 def check_run(cfg) -> None:
     """Every cross-group check of a run config (a `config.Config`); raises ConfigError naming the key."""
+    check_matched_budget(cfg)
+    check_exact_updates(cfg)
+    check_response_shaping(cfg)
     check_objective(cfg)
     check_teacher(cfg)
     check_choice(cfg.strategy.name, "strategy.name", sorted(STRATEGIES))

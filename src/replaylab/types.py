@@ -28,6 +28,8 @@ class OffPolicy:
     is_cap: float | None = None  # cap c of the truncated decoupled weight min(pi_prox / mu, c); None = no weight
     cap_from_trainer: bool = True  # a replayed sample takes trainer.is_cap unless the strategy set is_cap
     loss_weight: float = 1.0  # multiplies the sample's token losses (RePO's lambda_off)
+    own_term: bool = False  # aggregated as a loss term of its own beside the other rows, with its own
+    # normaliser, and without the KL term (RePO: L = L_on + lambda_off * L_off, KL on online rows only)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ errors from the config dataclasses; both name the key and happen before any mode
 A finished run (its directory has a done marker) is skipped; an interrupted one resumes.
 Exit codes: 2 invalid config, 3 run directory in use by another process, 4 run directory or disk
 problem (rows that do not match the checkpoint, unreadable or unsafe checkpoints, a failed write),
-5 training diverged (docs/run_directories.md).
+5 training diverged or dynamic sampling could not fill a batch (docs/run_directories.md).
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ def main(cfg: DictConfig) -> dict:
     from replaylab.results.rows import RowsMismatch
     from replaylab.storage import CorruptCheckpoint, StorageError, UnsafeCheckpoint
     from replaylab.training.components import TrainingDiverged
+    from replaylab.training.dynamic_sampling import DynamicSamplingExhausted
     from replaylab.training.run_lock import RunDirectoryBusy
     from replaylab.training.runs import UnsafePointer
 
@@ -123,6 +124,9 @@ def main(cfg: DictConfig) -> dict:
         sys.exit(4)
     except TrainingDiverged as e:
         print(f"replaylab: training diverged: {e}", file=sys.stderr)
+        sys.exit(5)
+    except DynamicSamplingExhausted as e:
+        print(f"replaylab: training stopped: {e}", file=sys.stderr)
         sys.exit(5)
 
 

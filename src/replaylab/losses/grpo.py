@@ -55,6 +55,7 @@ def grpo_loss(
     ref_logprobs: Tensor | None = None,
     kl_coef: float = 0.0,
     dual_clip: float | None = None,
+    kl_token_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """GRPO-family loss (to minimise) and its metrics.
 
@@ -74,6 +75,8 @@ def grpo_loss(
         kl_coef: beta of the KL term; non-zero needs ``ref_logprobs``. The KL term is not
             multiplied by ``token_weights`` (it regularises pi_theta itself, not a return).
         dual_clip: c > 1 floors the objective of ``A < 0`` tokens at ``c * A``; None disables.
+        kl_token_weights: ``(B, T)`` detached weights of the KL term per token (RePO: the online
+            rows' term normaliser, 0 on replayed rows); None = weight 1.
 
     Metrics: ``loss``, ``pg_loss``, ``clip_frac_low``, ``clip_frac_high``, ``clip_frac``,
     ``ratio_mean``, ``ratio_max``, ``ratio_min``, ``log_ratio_abs_mean`` (|log pi_theta -
@@ -87,7 +90,7 @@ def grpo_loss(
     m = bool_mask(mask)
     check_shapes(
         m, logprobs=logprobs, old_logprobs=old_logprobs, token_weights=token_weights,
-        ref_logprobs=ref_logprobs,
+        ref_logprobs=ref_logprobs, kl_token_weights=kl_token_weights,
     )
     if kl_coef != 0.0 and ref_logprobs is None:
         raise ValueError("kl_coef != 0 needs ref_logprobs")
@@ -108,7 +111,8 @@ def grpo_loss(
     metrics: dict = {"loss": None, "pg_loss": pg_loss}
     if ref_logprobs is not None:
         kl = k3_kl(lp, masked(ref_logprobs.detach().to(dtype), m))
-        kl_loss = kl_coef * aggregate(kl, m, aggregation, norm_len)
+        weighted_kl = kl if kl_token_weights is None else kl * masked(kl_token_weights.detach().to(dtype), m)
+        kl_loss = kl_coef * aggregate(weighted_kl, m, aggregation, norm_len)
         loss = loss + kl_loss
         metrics.update(kl_ref=masked_mean(kl.detach(), m), kl_loss=kl_loss)
     metrics["loss"] = loss

@@ -6,8 +6,11 @@ The trainer is objective-blind: it calls these hooks and never compares names.
                                      on the sample, so a replayed sample is scored once); returns
                                      the teacher tokens scored (the ledger's count)
     prepare(groups)                  per-iteration inputs of the loss (GRPO: group advantages)
-    loss(model, samples, pad_id, reference) -> (loss, metrics)   one slice of a minibatch
+    loss(model, samples, pad_id, reference, batch) -> (loss, metrics)   one slice of a minibatch
+                                     (`batch`: the whole minibatch, for normalisers that span it)
     share(part, batch)               the weight of a slice's loss in its minibatch's loss
+    informative(group) -> bool       whether a group carries learning signal (dynamic sampling
+                                     keeps only those; default: every group)
     batch_metrics(groups)            the objective's own train-row metrics
 
 Class-level declarations tell the rest of the harness what an objective needs: its `family`
@@ -64,8 +67,13 @@ class Objective:
         pass
 
     def loss(self, model: torch.nn.Module, samples: list[Sample], pad_id: int,
-             reference: torch.nn.Module | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+             reference: torch.nn.Module | None = None, batch: list[Sample] | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """The loss of slice `samples` of minibatch `batch` (None: the slice is the whole minibatch),
+        normalised so that the sum over slices of `share(slice, batch) * loss` is the minibatch's loss."""
         raise NotImplementedError
+
+    def informative(self, group: Group) -> bool:
+        return True
 
     def share(self, part: list[Sample], batch: list[Sample]) -> float:
         """The weight that makes a sum of per-slice losses equal the loss of the whole batch: the

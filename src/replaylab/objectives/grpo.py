@@ -1,9 +1,17 @@
 """GRPO: verifiable math rewards, group-relative advantages, a clipped surrogate.
 
-Rewards come from the grader (cached on the sample); advantages are computed per iteration within
-each group (or within labelled sub-groups: RePO's split normalisation), z-scored or centred.
+Rewards come from the grader (cached on the sample, always the plain 0/1 verdict); the advantage
+is computed per iteration within each group (or within labelled sub-groups: RePO's split
+normalisation) from the reward plus DAPO's overlong length term when `trainer.overlong_cache` is
+set, z-scored (population or sample standard deviation) or centred.
 Aggregations: grpo (per-sequence mean), dapo (token mean), dr_grpo (constant normaliser
 batch x max response tokens). Optional k3 KL to the initial policy and DAPO's dual clip.
+
+Two loss-side options act on which rows count: `trainer.mask_truncated` leaves truncated rows out
+of the loss (and out of every normaliser), after they took part in their group's advantages; rows
+a strategy marks `OffPolicy.own_term` form a second term with its own normaliser, so the loss is
+L = L_rest + sum over own-term rows normalised by their own count (RePO's L_on + lambda_off L_off,
+lambda_off being the rows' `loss_weight`), and the KL term covers the other rows only.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from replaylab.losses import group_advantages, grpo_loss
+from replaylab.losses.reward_shaping import overlong_penalty
 from replaylab.models.batching import (
     collate,
     pad_per_token,
@@ -32,9 +41,10 @@ def grade_rewards(samples: list[Sample], tokenizer, grader) -> None:
         s.reward = 1.0 if res.correct else 0.0
 
 
-def assign_advantages(groups: list[Group], mode: str) -> None:
+def assign_advantages(groups: list[Group], mode: str, *, unbiased: bool = False, shaping=None) -> None:
     """Group-relative advantages on `Sample.advantage`. Samples of a group share a baseline unless
-    the group carries `baseline_labels` (RePO's split normalisation)."""
+    the group carries `baseline_labels` (RePO's split normalisation). `shaping(sample)` is added to
+    the reward first (the overlong term); `unbiased` divides by the sample standard deviation."""
     rewards, index, owners = [], [], []
     next_id = 0
     for g in groups:
@@ -42,12 +52,13 @@ def assign_advantages(groups: list[Group], mode: str) -> None:
         ids = {lab: next_id + i for i, lab in enumerate(dict.fromkeys(labels))}
         next_id += len(ids)
         for s, lab in zip(g.samples, labels):
-            rewards.append(s.reward if s.reward is not None else 0.0)
+            reward = s.reward if s.reward is not None else 0.0
+            rewards.append(reward + (shaping(s) if shaping else 0.0))
             index.append(ids[lab])
             owners.append(s)
     if not owners:
         return
-    adv = group_advantages(torch.tensor(rewards), torch.tensor(index), mode=mode)
+    adv = group_advantages(torch.tensor(rewards), torch.tensor(index), mode=mode, unbiased=unbiased)
     for s, a in zip(owners, adv.tolist()):
         s.advantage = a
 
@@ -57,7 +68,9 @@ class GRPO(Objective):
     name = "grpo"
     family = "grpo"
     aggregations = ("dapo", "grpo", "dr_grpo")
-    reads = frozenset({"clip_low", "clip_high", "dual_clip", "kl_coef", "advantage", "is_cap"})
+    reads = frozenset({"clip_low", "clip_high", "dual_clip", "kl_coef", "advantage", "advantage_std", "is_cap",
+                       "overlong_cache", "overlong_factor", "mask_truncated", "dynamic_sampling",
+                       "dynamic_sampling_max_rounds"})
 
     def needs_reference(self) -> bool:
         return self.cfg.kl_coef > 0
@@ -66,27 +79,74 @@ class GRPO(Objective):
         grade_rewards(samples, scorers.tokenizer, scorers.grader)
         return 0
 
-    def prepare(self, groups: list[Group]) -> None:
-        assign_advantages(groups, self.cfg.advantage)
+    def length_term(self, s: Sample) -> float:
+        return overlong_penalty(s.num_tokens, self.max_response_tokens, self.cfg.overlong_cache, self.cfg.overlong_factor)
 
-    def loss(self, model, samples, pad_id, reference=None):
+    def prepare(self, groups: list[Group]) -> None:
+        assign_advantages(groups, self.cfg.advantage, unbiased=self.cfg.advantage_std == "sample",
+                          shaping=self.length_term if self.cfg.overlong_cache else None)
+
+    def informative(self, group: Group) -> bool:
+        """Dynamic sampling keeps a group only if its verifiable rewards differ (DAPO filters on
+        accuracy, not on the shaped reward)."""
+        return group.reward_std > 0
+
+    # ------------------------------------------------------------ which rows count, and how much
+    def trained(self, samples: list[Sample]) -> list[Sample]:
+        """The rows that enter the loss: all, or the untruncated ones with trainer.mask_truncated."""
+        return [s for s in samples if not s.truncated] if self.cfg.mask_truncated else list(samples)
+
+    def _count(self, samples: list[Sample]) -> int:
+        return sum(s.num_tokens for s in samples) if self.cfg.aggregation == "dapo" else len(samples)
+
+    def share(self, part: list[Sample], batch: list[Sample]) -> float:
+        return self._count(self.trained(part)) / max(1, self._count(self.trained(batch)))
+
+    def term_weights(self, rows: list[Sample], batch: list[Sample]) -> tuple[list[float], list[float]] | None:
+        """Per-row multipliers of the surrogate and of the KL term that turn the one aggregation the
+        loss computes into L_rest + L_own, each normalised over its own rows of the minibatch (see
+        the module doc); None when no row of the batch has a term of its own."""
+        kept = self.trained(batch)
+        own = [s for s in kept if s.off_policy.own_term]
+        if not own:
+            return None
+        total, own_count = self._count(kept), self._count(own)
+        rest_count = total - own_count
+        surrogate = [total / own_count if s.off_policy.own_term else total / max(1, rest_count) for s in rows]
+        kl = [0.0 if s.off_policy.own_term else w for s, w in zip(rows, surrogate)]
+        return surrogate, kl
+
+    def loss(self, model, samples, pad_id, reference=None, batch=None):
         c, device = self.cfg, next(model.parameters()).device
-        batch = collate(samples, pad_id).to(device)
-        width = batch.response_ids.shape[1]
-        logp = token_logprobs(response_logits(model, batch), batch.response_ids, self.temperature)
-        old = pad_per_token([old_logprobs(s) for s in samples], width).to(device)
-        weights = behaviour_weights(samples, width, c.is_cap)
-        adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=device)
+        rows = self.trained(samples)
+        if not rows:  # every row of this slice is masked out: a zero loss that still runs the forward
+            logits = response_logits(model, collate(samples, pad_id).to(device))
+            return logits.sum() * 0.0, {}
+        batch_rows = collate(rows, pad_id).to(device)
+        width = batch_rows.response_ids.shape[1]
+        logp = token_logprobs(response_logits(model, batch_rows), batch_rows.response_ids, self.temperature)
+        old = pad_per_token([old_logprobs(s) for s in rows], width).to(device)
+        weights = behaviour_weights(rows, width, c.is_cap)
+        kl_weights = None
+        terms = self.term_weights(rows, batch if batch is not None else samples)
+        if terms is not None:
+            surrogate, kl = (torch.tensor(w, dtype=torch.float32).unsqueeze(-1).expand(len(rows), width) for w in terms)
+            weights = surrogate if weights is None else weights * surrogate
+            kl_weights = kl.to(device)
+        adv = torch.tensor([s.advantage for s in rows], dtype=torch.float32, device=device)
         ref = None
         if reference is not None and c.kl_coef > 0:
             with torch.no_grad():
-                ref = token_logprobs(response_logits(reference, batch), batch.response_ids, self.temperature)
-        return grpo_loss(logp, old, adv, batch.response_mask, clip_low=c.clip_low, clip_high=c.clip_high,
+                ref = token_logprobs(response_logits(reference, batch_rows), batch_rows.response_ids, self.temperature)
+        return grpo_loss(logp, old, adv, batch_rows.response_mask, clip_low=c.clip_low, clip_high=c.clip_high,
                          aggregation=c.aggregation, norm_len=float(self.max_response_tokens),
                          token_weights=weights.to(device) if weights is not None else None,
-                         ref_logprobs=ref, kl_coef=c.kl_coef, dual_clip=c.dual_clip)
+                         ref_logprobs=ref, kl_coef=c.kl_coef, dual_clip=c.dual_clip, kl_token_weights=kl_weights)
 
     def batch_metrics(self, groups: list[Group]) -> dict[str, float]:
         samples = [s for g in groups for s in g.samples]
-        return {"reward": sum(s.reward or 0.0 for s in samples) / len(samples),
-                "zero_variance_groups": sum(g.reward_std == 0 for g in groups) / len(groups)}
+        out = {"reward": sum(s.reward or 0.0 for s in samples) / len(samples),
+               "zero_variance_groups": sum(g.reward_std == 0 for g in groups) / len(groups)}
+        if self.cfg.overlong_cache:
+            out["overlong_penalty"] = sum(self.length_term(s) for s in samples) / len(samples)
+        return out

@@ -39,7 +39,7 @@ class OPDFullReverseKL(TeacherScored):
     needs_full_teacher = True
     needs_proximal = False  # no ratio: the exact KL is taken under the current student itself
 
-    def loss(self, model, samples, pad_id, reference=None):
+    def loss(self, model, samples, pad_id, reference=None, batch=None):
         device = next(model.parameters()).device
         batch = collate(samples, pad_id).to(device)
         teacher = pad_per_token([s.teacher_full_logprobs.float() for s in samples], batch.response_ids.shape[1]).to(device)
@@ -52,7 +52,7 @@ class OPDSampled(TeacherScored):
     name = "opd_sampled"
     reads = frozenset({"clip_low", "clip_high", "opd_coef", "is_cap"})
 
-    def loss(self, model, samples, pad_id, reference=None):
+    def loss(self, model, samples, pad_id, reference=None, batch=None):
         device = next(model.parameters()).device
         batch = collate(samples, pad_id).to(device)
         width = batch.response_ids.shape[1]

@@ -48,6 +48,13 @@ class POPO(ReplayStrategy):
     Config = POPOConfig
     trainers = ("grpo",)
 
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        super().check_config(cfg)
+        check(not cfg.trainer.dynamic_sampling, "trainer.dynamic_sampling",
+              "popo replaces zero-variance groups, which dynamic sampling never lets through: with both, popo does "
+              "nothing. POPO is the alternative to dynamic sampling (compare them as two rows)")
+
     def __init__(self, cfg: POPOConfig):
         super().__init__(cfg)
         self.buffer = PromptBuffer()  # uid -> effective groups; bounded by max_age (about max_age x P groups)

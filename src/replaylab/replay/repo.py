@@ -15,12 +15,11 @@ generation): the same numbers with the HF generator, equal up to engine numerics
 Normalisation: `split` (paper default) z-scores online and replayed rewards separately through
 `Group.baseline_labels` ("online" / "replay"); `mixed` uses one baseline for the merged group.
 
-`lambda_off` weights the replayed rows' token losses (`OffPolicy.loss_weight`, honoured by the
-shared loss). Not supported (reported, not silently approximated):
-* the separate on/off aggregation `L_on + lambda_off L_off`: our loss aggregates the merged batch
-  once (token-mean over on + off tokens), so with lambda_off = 1 (paper default) the off-policy
-  rows weigh by their token share rather than as a second, separately normalised term;
-* KL on online tokens only (paper beta = 0, our `trainer.kl_coef` default 0).
+Loss (`loss_terms`): `separate` (the paper's) is L = L_on + lambda_off * L_off: the replayed rows are
+their own loss term (`OffPolicy.own_term`), aggregated by `trainer.aggregation` over their own rows
+of the minibatch, and the KL term (`trainer.kl_coef`, paper beta = 0) covers the online rows only.
+`joint` aggregates the merged rows once (an ablation: replayed rows then weigh by their share of
+the minibatch's tokens or sequences). `lambda_off` is the replayed rows' `OffPolicy.loss_weight`.
 """
 
 from __future__ import annotations
@@ -47,7 +46,9 @@ class RePOConfig(StrategyConfig):
     selection: str = knob("highest", "paper launcher for Qwen3 (recent for Qwen2.5-Math): all (whole "
                                      "buffer, num_replays ignored) | random | recent | highest (reward) | max_variance")
     normalization: str = knob("split", "paper default: split (online / replay baselines) | mixed")
-    lambda_off: float = knob(1.0, "paper default: weight of the replayed rows' token losses")
+    lambda_off: float = knob(1.0, "paper default: weight of the replayed rows' loss term")
+    loss_terms: str = knob("separate", "paper: separate (L_on + lambda_off L_off, each aggregated over its own rows; KL on "
+                                       "online rows only) | joint (one aggregation over the merged rows; an ablation)")
     max_variance_exhaustive: int = knob(20000, "our choice: max_variance searches all k-subsets (the paper's method) "
                                                "up to this many (C(16, 8) = 12870 at the defaults); above, an "
                                                "exact-in-value O(n log n + k^2) search (best_variance_subset)")
@@ -56,6 +57,7 @@ class RePOConfig(StrategyConfig):
         p = "strategy."
         check_choice(self.selection, p + "selection", SELECTIONS)
         check_choice(self.normalization, p + "normalization", ["split", "mixed"])
+        check_choice(self.loss_terms, p + "loss_terms", ["separate", "joint"])
         for key in ("max_cache_size", "min_cache_to_replay", "num_replays", "max_variance_exhaustive"):
             check(getattr(self, key) >= 1, p + key, f"must be >= 1, got {getattr(self, key)}")
         check(self.min_cache_to_replay <= self.max_cache_size, p + "min_cache_to_replay",
@@ -130,7 +132,7 @@ class RePO(ReplayStrategy):
             for s in stored:
                 r = s.replayed()
                 r.off_policy = OffPolicy(ratio_base="behaviour", is_cap=None, cap_from_trainer=False,
-                                         loss_weight=self.cfg.lambda_off)
+                                         loss_weight=self.cfg.lambda_off, own_term=self.cfg.loss_terms == "separate")
                 rows.append(r)
             labels = None
             if rows and self.cfg.normalization == "split":

@@ -66,8 +66,8 @@ class ROPD(ReplayStrategy):
     def check_config(cls, cfg) -> None:
         super().check_config(cfg)
         s, t = cfg.strategy, cfg.trainer
-        check(s.burn_in >= t.warmup_updates, "strategy.burn_in",
-              f"{s.burn_in} is shorter than trainer.warmup_updates={t.warmup_updates}: comparisons during the "
+        check(s.burn_in >= t.warmup_for(cfg.budget.max_updates), "strategy.burn_in",
+              f"{s.burn_in} is shorter than the warm-up of {t.warmup_for(cfg.budget.max_updates)} updates: comparisons during the "
               "learning-rate warm-up measure the ramp, not learning")
         check(s.window % t.updates_per_iteration == 0, "strategy.window",
               f"{s.window} updates is not a whole number of iterations of {t.updates_per_iteration} updates "

@@ -32,6 +32,9 @@ class Ledger:
     samples_trained: int = 0  # samples in the batches the optimizer stepped on (per pass)
     replayed_samples: int = 0  # of those, samples not generated in this iteration
     reused_passes: int = 0  # extra passes over the same rollouts (resampling period > 1)
+    dynamic_rounds: int = 0  # dynamic sampling: generation rounds beyond the first, over all iterations
+    filtered_groups: int = 0  # dynamic sampling: groups generated (and counted above) but not trained on
+    filtered_trajectories: int = 0  # their trajectories (included in trajectories / fresh_trajectories)
     trajectories_by_version: dict[str, int] = field(default_factory=dict)  # policy version -> count
     seconds: dict[str, float] = field(default_factory=dict)  # wall time per phase, summed over resumes
     elapsed: float = 0.0  # wall time of the training loop, summed over resumes (the phases are its parts)

@@ -27,9 +27,11 @@ from replaylab.rollout.base import NonFiniteLogits, SamplingParams
 from replaylab.storage import CorruptCheckpoint
 from replaylab.training.budget import Ledger
 from replaylab.training.components import Components, TrainingDiverged, derived_seed
+from replaylab.training.dynamic_sampling import DynamicSamplingMixin
 from replaylab.training.grad_stats import CountSketch
 from replaylab.training.probe import ProbeSet
 from replaylab.training.provenance import Provenance
+from replaylab.training.schedule import build_scheduler
 from replaylab.training.runs import (
     checkpoint_candidates,
     load_checkpoint,
@@ -43,7 +45,7 @@ from replaylab.types import Group, Sample
 
 log = logging.getLogger(__name__)
 
-class Trainer(UpdatesMixin):
+class Trainer(UpdatesMixin, DynamicSamplingMixin):
     def __init__(self, cfg, comp: Components, run_dir: Path, rows: RowWriter):
         self.cfg, self.c, self.run_dir, self.rows = cfg, comp, run_dir, rows
         t = cfg.trainer
@@ -51,8 +53,7 @@ class Trainer(UpdatesMixin):
         self.grad_groups = D.GradientGroups(self.params)
         self.sharded = t.distributed != "none"  # DDP / FSDP2 under torchrun: sharded checkpoints
         self.opt = torch.optim.AdamW(self.params, lr=t.lr, betas=tuple(t.betas), eps=t.eps, weight_decay=t.weight_decay)
-        warm = t.warmup_updates
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda u: min(1.0, (u + 1) / warm) if warm else 1.0)
+        self.sched = build_scheduler(self.opt, t, cfg.budget.max_updates)
         self.sketch = CountSketch(t.sketch_dim, seed=t.seed) if t.sketch_dim else None
         self.ledger = Ledger()
         self.iteration = 0
@@ -65,6 +66,7 @@ class Trainer(UpdatesMixin):
         self.probe: ProbeSet | None = None
         # Gradient groups cost extra backward passes; only strategies that read them get them.
         self.stat_groups = t.stat_groups if comp.strategy.reads_gradients else 1
+        self.dynamic_metrics: dict[str, float] = {}  # this iteration's dynamic-sampling counts (train rows)
 
     # ----------------------------------------------------------------- state
     def state_dict(self, weights: bool = True) -> dict:
@@ -251,12 +253,13 @@ class Trainer(UpdatesMixin):
             plan = self.c.strategy.plan(ctx)
         fresh: list[Group] = []
         before = self.ledger.seconds.get("generate", 0.0)
+        self.dynamic_metrics = {}
+        tokens_before = self.ledger.tokens_generated
         if plan.fresh:
-            fresh = self.generate_sharded(self.c.generator, plan.fresh, (t.seed, "iteration", self.iteration))
-            self.ledger.record_generated([s for g in fresh for s in g.samples])
+            fresh = self.generate_fresh(plan.fresh)
         gen_seconds = self.ledger.seconds.get("generate", 0.0) - before
+        gen_tokens = self.ledger.tokens_generated - tokens_before  # every round of dynamic sampling
         initial = self.generate_initial(plan.initial, (t.seed, "initial", self.iteration)) if plan.initial else []
-        gen_tokens = sum(s.num_tokens for g in fresh for s in g.samples)
         with self.ledger.timed("strategy"):
             groups = self.c.strategy.compose(fresh, initial, plan, ctx)
         samples = [s for g in groups for s in g.samples]
@@ -276,7 +279,8 @@ class Trainer(UpdatesMixin):
             strategy_metrics = {**plan.metrics, **self.c.strategy.observe(groups, stats, ctx)}
         for s in samples:  # proximal log-probs are only valid for this iteration
             s.proximal_logprobs = None
-        metrics = {**loss_metrics, **self.batch_metrics(groups, gen_tokens, gen_seconds), **provenance.metrics()}
+        metrics = {**loss_metrics, **self.batch_metrics(groups, gen_tokens, gen_seconds), **provenance.metrics(),
+                   **self.dynamic_metrics}
         ledger = self.ledger.summary()
         self.rows.write("train", self.update, self.iteration, metrics, ledger)
         if strategy_metrics:

@@ -66,7 +66,7 @@ class UpdatesMixin:
             local = D.shard(part)
             dummy = not local  # a rank without samples still joins the collectives, with weight 0
             with timed("forward_backward"):
-                loss, m = self.objective.loss(model, local or part[:1], self.pad_id, self.c.ref_model)
+                loss, m = self.objective.loss(model, local or part[:1], self.pad_id, self.c.ref_model, batch=mb)
                 if D.all_reduce_max(0.0 if torch.isfinite(loss) else 1.0):
                     raise TrainingDiverged(
                         f"non-finite loss ({loss.item()}) at update {self.update + 1}, iteration {self.iteration}; "
@@ -77,7 +77,7 @@ class UpdatesMixin:
             with timed("gradient_stats"):
                 w = self.objective.share(part, mb)
                 grads = self.grad_groups.take()
-                norms.append(D.grad_norm(grads) / w)
+                norms.append(D.grad_norm(grads) / w if w > 0 else 0.0)  # w = 0: every row masked out
                 if self.sketch:
                     sketches.append(self.sketch(D.full_tensors(grads)) / w)
             for k, v in m.items():
