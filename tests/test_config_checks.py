@@ -45,6 +45,18 @@ SILENT_BEFORE = [
     (["trainer=grpo", "teacher=none", "strategy=ropd"], "strategy"),  # failed after the models loaded
     (["teacher=none"], "teacher"),
     (["trainer.kind=grpo", "trainer.samples_per_prompt=2"], "trainer.kind"),  # kind vs objective
+    # the GRPO recipe features (issue 13): GRPO-only, and each needs its partner setting
+    (["trainer.mask_truncated=true"], "trainer.mask_truncated"),  # OPD: no effect
+    (["trainer.dynamic_sampling=true"], "trainer.dynamic_sampling"),
+    (["trainer.overlong_cache=8"], "trainer.overlong_cache"),
+    (["trainer=grpo", "teacher=none", "trainer.overlong_factor=0.5"], "trainer.overlong_factor"),  # shaping off
+    (["trainer=grpo", "teacher=none", "trainer.overlong_cache=48"], "trainer.overlong_cache"),  # = the response limit
+    (["trainer=grpo", "teacher=none", "trainer.dynamic_sampling_max_rounds=3"], "trainer.dynamic_sampling_max_rounds"),
+    (["trainer=grpo", "teacher=none", "trainer.advantage=center", "trainer.advantage_std=sample"], "trainer.advantage_std"),
+    (["trainer=grpo", "teacher=none", "trainer.warmup_fraction=0.1"], "trainer.warmup_updates"),  # grpo.yaml sets 20
+    (["trainer=grpo", "teacher=none", "trainer.lr_schedule=linear"], "trainer.lr_schedule"),
+    (["trainer=grpo", "teacher=none", "strategy=popo", "trainer.dynamic_sampling=true"], "trainer.dynamic_sampling"),
+    (["trainer=grpo", "teacher=none", "strategy=repo", "strategy.loss_terms=both"], "strategy.loss_terms"),
 ]
 
 

@@ -146,7 +146,8 @@ class GRPO(Objective):
     def batch_metrics(self, groups: list[Group]) -> dict[str, float]:
         samples = [s for g in groups for s in g.samples]
         out = {"reward": sum(s.reward or 0.0 for s in samples) / len(samples),
-               "zero_variance_groups": sum(g.reward_std == 0 for g in groups) / len(groups)}
+               "zero_variance_groups": sum(g.reward_std == 0 for g in groups) / len(groups),
+               "abs_advantage": sum(abs(s.advantage or 0.0) for s in samples) / len(samples)}
         if self.cfg.overlong_cache:
             out["overlong_penalty"] = sum(self.length_term(s) for s in samples) / len(samples)
         return out

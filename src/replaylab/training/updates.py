@@ -89,6 +89,7 @@ class UpdatesMixin:
             total = D.clip_grad_norm(self.params, t.grad_clip)
             if not math.isfinite(total):
                 raise TrainingDiverged(f"non-finite gradient norm at update {self.update + 1}; last good checkpoint kept")
+            lr = self.opt.param_groups[0]["lr"]  # the lr this update steps with (the scheduler moves it on next)
             self.opt.step()
             self.check_finite_weights()
             self.sched.step()
@@ -97,5 +98,5 @@ class UpdatesMixin:
             self.ledger.updates = self.update
             self.c.generator.sync_weights(model, self.update)
         metrics["grad_norm"] = total
-        metrics["lr"] = self.sched.get_last_lr()[0]
+        metrics["lr"] = lr
         return norms, sketches, metrics
