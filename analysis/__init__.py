@@ -1,1 +1,1 @@
-"""Analysis notebooks and their helpers; a package so tests and notebooks import `analysis.plots`."""
+"""The analysis notebooks, their generator and runner; their plot helpers are `replaylab.results.plots`."""

@@ -1,8 +1,10 @@
 """Generate the analysis notebooks from this file (`python analysis/make_notebooks.py`).
 
 The .ipynb files are committed without outputs; keeping their source here makes them reviewable
-as Python and keeps them small. Each notebook reads REPLAYLAB_EXPERIMENT_DIR (default
-runs/tiny_ropd) and writes PNGs to REPLAYLAB_FIGURES_DIR (default analysis/figures).
+as Python and keeps them small. Each notebook reads REPLAYLAB_SOURCE (a wandb CSV export,
+wandb:ENTITY/PROJECT or wandb-offline:DIR) or else REPLAYLAB_EXPERIMENT_DIR (default runs/tiny_ropd),
+and writes PNGs to REPLAYLAB_FIGURES_DIR (default analysis/figures); its helpers are
+`replaylab.results.plots`, so it runs against an installed replaylab too.
 """
 
 from __future__ import annotations
@@ -14,20 +16,12 @@ import nbformat
 HERE = Path(__file__).resolve().parent
 
 SETUP = '''\
-import sys
-from pathlib import Path
+from replaylab.results import plots
+from replaylab.results.table import load_source
 
-# Import the helpers whether the kernel starts in the repository root or in analysis/.
-REPO = next((p for p in (Path.cwd(), *Path.cwd().parents) if (p / "analysis" / "plots.py").exists()), None)
-if REPO is None:
-    raise RuntimeError(f"run this notebook inside the replaylab repository (cwd: {Path.cwd()})")
-sys.path.insert(0, str(REPO))
-from analysis import plots
-from replaylab.results.frame import load_experiment
-
-EXPERIMENT_DIR = plots.experiment_dir()
-df = load_experiment(EXPERIMENT_DIR)
-print(f"{EXPERIMENT_DIR}: {df['run'].nunique()} runs, {len(df)} rows; figures -> {plots.figures_dir()}")'''
+SOURCE, NAME = plots.source(), plots.source_name()  # run directories, or a wandb export / offline runs
+df = load_source(SOURCE)
+print(f"{SOURCE}: {df['run'].nunique()} runs, {len(df)} rows; figures -> {plots.figures_dir()}")'''
 
 NOTEBOOKS = {
     "tables": [
@@ -40,9 +34,9 @@ from IPython.display import Markdown, display
 from replaylab.results.table import build_table, to_markdown
 
 table = build_table(df)
-display(Markdown(to_markdown(table, EXPERIMENT_DIR.name)))'''),
+display(Markdown(to_markdown(table, NAME)))'''),
         ("code", '''\
-plots.save(plots.table_bars(table, f"{EXPERIMENT_DIR.name}: suite mean, 95% CI over data orders"), "table_mean")'''),
+plots.save(plots.table_bars(table, f"{NAME}: suite mean, 95% CI over data orders"), "table_mean")'''),
     ],
     "curves": [
         ("markdown", "# Learning curves\n\nSuite-mean accuracy and response length vs optimizer update per strategy "
@@ -52,12 +46,12 @@ plots.save(plots.table_bars(table, f"{EXPERIMENT_DIR.name}: suite mean, 95% CI o
         ("code", '''\
 eval_metrics = set(df.loc[df["split"] == "eval", "metric"])
 panels = [("eval", m, "mean") for m in ("avg@k", "mean_response_tokens") if m in eval_metrics]
-plots.save(plots.grid(df, panels, f"{EXPERIMENT_DIR.name}: evaluation vs update"), "accuracy_vs_update")'''),
+plots.save(plots.grid(df, panels, f"{NAME}: evaluation vs update"), "accuracy_vs_update")'''),
         ("code", '''\
 train_metrics = set(df.loc[df["split"] == "train", "metric"])
 panels = [("train", m, None) for m in ("reverse_kl", "reward", "response_tokens") if m in train_metrics]
 if panels:
-    plots.save(plots.grid(df, panels, f"{EXPERIMENT_DIR.name}: training signals vs update"), "train_curves")
+    plots.save(plots.grid(df, panels, f"{NAME}: training signals vs update"), "train_curves")
 else:
     print("no reverse_kl / reward / response_tokens train rows in this experiment")'''),
     ],
@@ -79,7 +73,7 @@ for name, pattern in GROUPS.items():
         print(f"{name}: no metric matching {pattern!r} in this experiment")
         continue
     panels = [(split, metric, None) for split, metric in found]
-    plots.save(plots.grid(df, panels, f"{EXPERIMENT_DIR.name}: {name}"), f"diagnostics_{name}")'''),
+    plots.save(plots.grid(df, panels, f"{NAME}: {name}"), f"diagnostics_{name}")'''),
         ("markdown", "## The R-OPD premise on a fixed probe\n\nEvery run draws the same probe set of initial-policy "
                      "rollouts before its first update and measures it at every evaluation: the current student's mean "
                      "per-token log-likelihood of those tokens (`probe_student_logprob`: falls if the student moves away "
@@ -93,14 +87,14 @@ PREMISE = [("probe", "probe_student_logprob", None), ("probe", "probe_reverse_kl
 present = set(zip(df["split"], df["metric"]))
 panels = [p for p in PREMISE if p[:2] in present]
 if panels:
-    plots.save(plots.grid(df, panels, f"{EXPERIMENT_DIR.name}: probe set, trigger and staleness"), "diagnostics_probe")
+    plots.save(plots.grid(df, panels, f"{NAME}: probe set, trigger and staleness"), "diagnostics_probe")
 else:
     print("no probe / trigger / staleness rows in this experiment")'''),
         ("code", '''\
 LEDGER = ("ledger_replayed_samples", "ledger_fresh_trajectories", "ledger_initial_trajectories", "ledger_teacher_tokens_scored")
 ledger = plots.ledger_rows(df, LEDGER)
 panels = [("ledger", col, None) for col in LEDGER if col in set(ledger["metric"])]
-plots.save(plots.grid(ledger, panels, f"{EXPERIMENT_DIR.name}: budget ledger"), "diagnostics_ledger")'''),
+plots.save(plots.grid(ledger, panels, f"{NAME}: budget ledger"), "diagnostics_ledger")'''),
     ],
 }
 

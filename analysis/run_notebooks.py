@@ -54,11 +54,17 @@ def run_notebook(path: Path, env: dict[str, str], timeout: int = 600, executed_d
 
 def run_notebooks(experiment_dir: str | Path, figures_dir: str | Path | None = None,
                   names: tuple[str, ...] = NOTEBOOKS, executed_dir: Path | None = None) -> dict[str, float]:
-    """Run the named notebooks on `experiment_dir`; returns seconds per notebook."""
-    experiment_dir = Path(experiment_dir).resolve()
-    if not experiment_dir.is_dir():
-        raise FileNotFoundError(f"{experiment_dir}: no such experiment directory; no rows found")
-    env = {**os.environ, "REPLAYLAB_EXPERIMENT_DIR": str(experiment_dir), "MPLBACKEND": "Agg"}
+    """Run the named notebooks on `experiment_dir` (or on a wandb source: a runs-table CSV export,
+    wandb:ENTITY/PROJECT or wandb-offline:DIR); returns seconds per notebook."""
+    text = str(experiment_dir)
+    if text.startswith(("wandb:", "wandb-offline:")) or text.endswith(".csv"):
+        env = {**os.environ, "REPLAYLAB_SOURCE": text, "MPLBACKEND": "Agg"}
+    else:
+        experiment_dir = Path(experiment_dir).resolve()
+        if not experiment_dir.is_dir():
+            raise FileNotFoundError(f"{experiment_dir}: no such experiment directory; no rows found")
+        env = {**os.environ, "REPLAYLAB_EXPERIMENT_DIR": str(experiment_dir), "MPLBACKEND": "Agg"}
+        env.pop("REPLAYLAB_SOURCE", None)
     if figures_dir is not None:
         env["REPLAYLAB_FIGURES_DIR"] = str(Path(figures_dir).resolve())
     return {name: run_notebook(HERE / f"{name}.ipynb", env, executed_dir=executed_dir) for name in names}
@@ -66,7 +72,8 @@ def run_notebooks(experiment_dir: str | Path, figures_dir: str | Path | None = N
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("experiment_dir", help="e.g. runs/tiny_ropd")
+    p.add_argument("experiment_dir", help="e.g. runs/tiny_ropd, or a wandb source: export.csv, wandb:ENTITY/PROJECT, "
+                                          "wandb-offline:runs/tiny_ropd")
     p.add_argument("--figures", help="where PNGs go (default: REPLAYLAB_FIGURES_DIR or analysis/figures)")
     p.add_argument("--executed", type=Path, help="also save the executed notebooks (with outputs) here")
     p.add_argument("--only", help="comma-separated subset of " + ",".join(NOTEBOOKS))

@@ -25,9 +25,9 @@ from replaylab.results.wandb_mirror import WandbMirror
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from analysis.synthetic import write_experiment  # noqa: E402
 
-# What wandb has and the local rows have too (the ledger beyond `updates` is not mirrored).
+# What wandb has and the local rows have too: the ledger is mirrored as `ledger/*` at every step.
 SAME = ["budget", "strategy", "benchmark", "metric", "mean", "sd", "ci_low", "ci_high", "n", "n_runs", "n_expected",
-        "orders", "missing_orders", "updates", "notes"]
+        "orders", "missing_orders", "updates", "trajectories", "teacher_tokens", "notes"]
 
 
 class FakeRun:
@@ -108,7 +108,7 @@ def test_api_runs_give_the_same_table(experiment, history_style):
     assert local.attrs["keys"] == remote.attrs["keys"] == ["budget", "strategy"]
     compare(local, remote)
     assert {"order 2: no run", "order 1: failed/running"} <= set(local["notes"]) and local["n_runs"].min() == 2
-    assert remote["trajectories"].isna().all()  # not in wandb: missing, never guessed
+    assert remote["trajectories"].notna().all()  # the mirrored ledger, read back at each row's step
     # every update's evaluation is there, so a fixed-update table matches too
     compare(build_table(load_experiment(experiment), update=0), build_table(remote_rows, update=0))
 
@@ -120,7 +120,8 @@ def test_api_rows_match_local_rows_value_for_value(experiment):
     merged = local.merge(remote, on=key, suffixes=("", "_wandb"), validate="one_to_one")
     assert len(merged) == len(local) == len(remote)
     assert (merged["value"] == merged["value_wandb"]).all()
-    for col in ("strategy", "budget", "order", "model", "teacher", "trainer", "status", "ledger_updates"):
+    for col in ("strategy", "budget", "order", "model", "teacher", "trainer", "status", "ledger_updates",
+                "ledger_trajectories", "ledger_teacher_tokens_scored"):
         assert (merged[col] == merged[f"{col}_wandb"]).all(), col
 
 

@@ -249,9 +249,9 @@ class WandbConfig:
 
     enabled: bool = knob(True, "mirror rows and the resolved config to wandb")
     mode: str | None = knob(None, "online | offline | disabled; None = $WANDB_MODE, else offline")
-    project: str = knob("replaylab", "wandb project")
+    project: str | None = knob(None, "wandb project (default: replaylab-<experiment>, one project per experiment)")
     entity: str | None = knob(None, "wandb entity (team)")
-    group: str | None = knob(None, "wandb group (default: the experiment name)")
+    group: str | None = knob(None, "wandb group (default: the strategy label, so grouped curves compare strategies)")
 
 
 @dataclass

@@ -9,6 +9,7 @@ composition. Strategies add their own cross-checks through `ReplayStrategy.check
 
 from __future__ import annotations
 
+import re
 from dataclasses import MISSING, fields
 
 from replaylab.config_fields import check, check_choice
@@ -60,6 +61,9 @@ def check_teacher(cfg) -> None:
 
 
 def check_strategy(cfg, strategy_cls) -> None:
+    label = cfg.strategy.label
+    check(not label or (re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", label) is not None), "strategy.label",
+          f"must be a plain name (letters, digits, _ . -), got {label!r}: it names run directories and wandb groups")
     t = cfg.trainer
     default = defaults_of(t)
     if not strategy_cls.reads_gradients:

@@ -3,6 +3,8 @@
     replaylab grade INPUT.jsonl --out OUTPUT.jsonl   grade existing generations
     replaylab tiny                                   build (or find) the tiny world and report it
     replaylab table EXPERIMENT_DIR                   the comparison table of a sweep
+    replaylab show RUN_DIR                           a run's before/after accuracy, budget and figure
+    replaylab figures EXPERIMENT_DIR                 a sweep's accuracy-vs-update and diagnostics figures
     replaylab config-help [GROUP]                    every config field with its help text
     replaylab export RUN_DIR OUT_DIR                 a run's latest checkpoint as a transformers directory
 
@@ -111,9 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("run_dir")
     ex.add_argument("out_dir")
     ex.set_defaults(func=cmd_export)
-    from replaylab.results import table
+    from replaylab.cli import show
+    from replaylab.results import figures, table
 
     table.add_parser(sub)
+    show.add_parser(sub)
+    figures.add_parser(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -1,8 +1,11 @@
 """`python -m replaylab.plan +sweep=NAME [overrides]`: a dry listing of a sweep's grid.
 
-Expands the experiment's `hydra.sweeper.params` exactly as Hydra's basic sweeper does (Cartesian
-product, in order), composes every cell, and prints what it would run: strategy, model, teacher,
-budget, data order, and the run directory (so finished cells can be spotted). Nothing is loaded.
+Expands the grid as Hydra's basic sweeper does for `python -m replaylab.train -m +sweep=NAME ...`:
+the experiment's `hydra.sweeper.params`, where a command-line override of the same key replaces that
+axis and a comma list on the command line (`trainer.lr=1e-4,3e-4`) adds one; the Cartesian product in
+order. Every cell is composed and checked like a run (a wrong pair fails here, naming the key, and no
+run directory is created), then listed: strategy label, model, teacher, budget, data order, updates,
+whether it is done, and its run directory. Nothing is loaded.
 """
 
 from __future__ import annotations
@@ -13,33 +16,59 @@ import sys
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from replaylab.config import register_configs, to_object
+from replaylab.config import ConfigError, register_configs, to_object
 from replaylab.paths import conf_dir
 from replaylab.training.runs import is_done, run_dir
 
+USAGE = """usage: python -m replaylab.plan +sweep=NAME [KEY=VALUE ...] [KEY=V1,V2 ...]
 
-def expand(params: dict[str, str]) -> list[list[str]]:
+List the cells `python -m replaylab.train -m +sweep=NAME ...` would run, without running them.
+An override of a sweep axis (e.g. strategy=repo, order=0) replaces that axis; a comma list adds an
+axis; any other override applies to every cell. Sweeps: the files in experiments/ (conf/sweep)."""
+COLUMNS = ("#", "strategy", "model", "teacher", "budget", "tokens", "order", "updates", "status", "run directory")
+
+
+def axis(override) -> list[str]:
+    key = override.get_key_element()
+    if override.is_sweep_override():
+        return [f"{key}={v}" for v in override.sweep_string_iterator()]
+    return [override.input_line]
+
+
+def grid(sweep_params: dict[str, str], overrides: list[str]) -> tuple[list[str], list[list[str]]]:
+    """(fixed overrides, cells): command-line axes replace the sweep file's axes of the same key."""
     parser = OverridesParser.create()
-    axes = []
-    for key, value in params.items():
-        override = parser.parse_override(f"{key}={value}")
-        axes.append([f"{override.get_key_element()}={v}" for v in override.sweep_string_iterator()]
-                    if override.is_sweep_override() else [f"{key}={value}"])
-    return [list(cell) for cell in itertools.product(*axes)]
+    axes: dict[str, list[str]] = {}
+    for key, value in sweep_params.items():
+        axes[key] = axis(parser.parse_override(f"{key}={value}"))
+    fixed = []
+    for text in overrides:
+        o = parser.parse_override(text)
+        key = o.get_key_element()
+        if key in axes or o.is_sweep_override():
+            axes[key] = axis(o)
+        else:
+            fixed.append(text)
+    return fixed, [list(cell) for cell in itertools.product(*axes.values())]
 
 
 def plan(overrides: list[str]) -> list[dict]:
     register_configs()
     with initialize_config_dir(config_dir=conf_dir(), version_base=None):
-        base = compose(config_name="config", overrides=overrides, return_hydra_config=True)
-        params = dict(base.hydra.sweeper.params or {})
+        parser = OverridesParser.create()
+        plain = [o for o in overrides if not parser.parse_override(o).is_sweep_override()]
+        base = compose(config_name="config", overrides=plain, return_hydra_config=True)
+        fixed, cells_overrides = grid(dict(base.hydra.sweeper.params or {}), overrides)
         cells = []
-        for cell in expand(params):
-            cfg = compose(config_name="config", overrides=overrides + cell)
-            to_object(cfg)  # every cell passes the run's config checks, or the listing fails naming the key
+        for cell in cells_overrides:
+            cfg = compose(config_name="config", overrides=fixed + cell)
+            try:
+                to_object(cfg)  # every cell passes the run's config checks, or the listing fails naming the key
+            except ConfigError as e:
+                raise ConfigError(f"cell {' '.join(cell)}: {e}") from e
             path = run_dir(cfg)
             cells.append({
-                "strategy": cfg.strategy.name, "model": cfg.model.name_or_path,
+                "strategy": cfg.strategy.get("label") or cfg.strategy.name, "model": cfg.model.name_or_path,
                 "teacher": cfg.teacher.name_or_path if cfg.trainer.kind == "opd" else "-",
                 "budget": cfg.budget.name, "max_response_tokens": cfg.budget.max_response_tokens,
                 "order": cfg.order, "updates": cfg.budget.max_updates, "done": is_done(path), "run_dir": str(path),
@@ -48,11 +77,20 @@ def plan(overrides: list[str]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cells = plan(list(sys.argv[1:] if argv is None else argv))
-    for i, c in enumerate(cells):
-        print(f"{i:3d}  {c['strategy']:15s} {c['model']:22s} {c['teacher']:22s} {c['budget']:10s} "
-              f"{c['max_response_tokens']:6d} order={c['order']} updates={c['updates']} "
-              f"{'done' if c['done'] else 'todo'}  {c['run_dir']}")
+    from tabulate import tabulate
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in args):
+        print(USAGE)
+        return 0
+    try:
+        cells = plan(args)
+    except ConfigError as e:
+        print(f"replaylab plan: invalid config: {e}", file=sys.stderr)
+        return 2
+    rows = [[i, c["strategy"], c["model"], c["teacher"], c["budget"], c["max_response_tokens"], c["order"], c["updates"],
+             "done" if c["done"] else "todo", c["run_dir"]] for i, c in enumerate(cells)]
+    print(tabulate(rows, headers=COLUMNS, tablefmt="plain", disable_numparse=True))
     print(f"{len(cells)} cells, {sum(c['done'] for c in cells)} done")
     return 0
 

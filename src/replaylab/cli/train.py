@@ -56,7 +56,7 @@ def train(cfg: DictConfig) -> dict:
 
 def _skip(path) -> dict:
     summary = json.loads((path / "done.json").read_text())
-    print(f"replaylab: {path} is already done (update {summary.get('update')}); skipping")
+    log.info("replaylab: %s is already done (update %s); skipping (replaylab show %s)", path, summary.get("update"), path)
     return summary
 
 
@@ -85,11 +85,11 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
     rows = RowWriter(path / "rows.jsonl", identity) if D.is_main() else NullRows()
     mirror = None
     if obj.wandb.enabled and D.is_main():
-        from replaylab.results.wandb_mirror import WandbMirror
+        from replaylab.results.rows import code_digest
+        from replaylab.results.wandb_mirror import WandbMirror, wandb_identity
 
-        mirror = WandbMirror(path, config_hash(cfg), path.name, OmegaConf.to_container(cfg, resolve=True),
-                             obj.wandb.project, obj.wandb.entity, obj.wandb.group or obj.experiment,
-                             obj.wandb.mode, [obj.strategy.name, obj.trainer.kind, obj.budget.name])
+        ident = wandb_identity(obj, config_hash(cfg), code_digest())
+        mirror = WandbMirror(path, ident, OmegaConf.to_container(cfg, resolve=True), obj.wandb.entity, obj.wandb.mode)
         rows.mirrors.append(mirror)
     try:
         summary = Trainer(obj, comp, path, rows).run()
@@ -98,7 +98,14 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
         if mirror:
             mirror.finish()
     if D.is_main():
-        print(f"replaylab: done {path} ({json.dumps(summary)})")
+        from replaylab.results.report import run_report
+        from replaylab.results.rows import read_rows
+
+        try:
+            report = run_report(path, read_rows(path / "rows.jsonl"), "done")
+        except Exception as e:  # the run is done and its rows are whole; only the summary failed
+            report = f"{path} (done); the summary could not be drawn up: {e!r}"
+        log.info("replaylab: done\n%s", report)
     return summary
 
 

@@ -86,9 +86,14 @@ def build_tiny_world(cfg: TinyWorldConfig, out: Path, progress: bool = True) -> 
     bar = tqdm(total=cfg.teacher_steps, desc="tiny world: SFT", disable=not progress, unit="step")
     t0 = time.time()
 
+    if not progress:
+        log.info("replaylab: building the tiny world in %s (%d SFT steps; a few minutes on a CPU)", out, cfg.teacher_steps)
+
     def on_step(step: int, loss: float) -> None:
         bar.update(1)
         bar.set_postfix(loss=f"{loss:.3f}")
+        if not progress and step % max(1, cfg.teacher_steps // 4) == 0:
+            log.info("replaylab: tiny world SFT step %d/%d, loss %.3f", step, cfg.teacher_steps, loss)
         if step == cfg.student_step:
             _save(copy.deepcopy(model).eval(), tokenizer, out / "student")
 

@@ -24,10 +24,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # Identity columns of a training run's rows, and the config key each comes from (see train.py);
-# a tuple lists alternatives, first found wins (`order` was `order.index` in early configs).
+# a tuple lists alternatives, the first one present and non-empty wins (`order` was `order.index` in
+# early configs; a strategy without a label is named by its registry name).
 IDENTITY_FROM_CONFIG: dict[str, str | tuple[str, ...]] = {
     "experiment": "experiment",
-    "strategy": "strategy.name",
+    "strategy": ("strategy.label", "strategy.name"),  # a preset's label, else the strategy's name
     "trainer": "trainer.kind",
     "objective": "trainer.objective",
     "model": "model.name_or_path",
@@ -70,7 +71,8 @@ def identity_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
     flat = flatten(config)
     ident = {}
     for col, keys in IDENTITY_FROM_CONFIG.items():
-        found = [flat[k] for k in ((keys,) if isinstance(keys, str) else keys) if k in flat]
+        found = [flat[k] for k in ((keys,) if isinstance(keys, str) else keys)
+                 if k in flat and not is_missing(flat[k]) and flat[k] != ""]
         ident[col] = found[0] if found else None
     if ident["trainer"] is not None and ident["trainer"] != "opd":
         ident["teacher"] = ""  # train.py records a teacher only for OPD runs

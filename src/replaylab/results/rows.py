@@ -7,6 +7,7 @@ any table can be rebuilt from rows alone and compared at matched budgets.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 from functools import lru_cache
@@ -21,10 +22,21 @@ class RowsMismatch(RuntimeError):
 
 
 @lru_cache(maxsize=1)
+def code_digest() -> str:
+    """12 hex digits of a hash over replaylab's own source files: changes with any code change,
+    committed or not, editable or installed."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+@lru_cache(maxsize=1)
 def versions() -> str:
     import importlib.metadata as md
 
-    parts = [f"python={platform.python_version()}"]
+    parts = [f"python={platform.python_version()}", f"replaylab_code={code_digest()}"]
     for pkg in ("replaylab", "torch", "transformers", "math-verify", "vllm"):
         try:
             parts.append(f"{pkg}={md.version(pkg)}")

@@ -43,7 +43,12 @@ if TYPE_CHECKING:  # the replaylab CLI imports this module for every subcommand:
 # averaged as if they were data orders); `order` and `seed` are what a cell aggregates over.
 
 def load_source(source: str) -> pd.DataFrame:
-    """A run directory tree, a wandb runs-table CSV export, or `wandb:ENTITY/PROJECT` (public API)."""
+    """A run directory tree, a wandb runs-table CSV export, `wandb:ENTITY/PROJECT` (public API) or
+    `wandb-offline:DIR` (the offline runs under DIR)."""
+    if source.startswith("wandb-offline:"):
+        from replaylab.results.wandb_export import load_wandb_offline
+
+        return load_wandb_offline(source[len("wandb-offline:"):])
     if source.startswith("wandb:"):
         from replaylab.results.wandb_export import load_wandb_api
 
@@ -93,9 +98,10 @@ def cmd_table(args: argparse.Namespace) -> int:
     except (NoRowsError, ValueError, KeyError) as e:
         print(f"replaylab table: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    title = Path(args.source.rstrip("/")).name
+    local = args.source.removeprefix("wandb-offline:")
+    title = Path(local.rstrip("/")).name
     print(to_markdown(table, title))
-    source_dir = Path(args.source) if Path(args.source).is_dir() else Path(args.source).parent
+    source_dir = Path(local) if Path(local).is_dir() else Path(local).parent
     out = Path(args.out) if args.out else (source_dir / "tables" if not args.source.startswith("wandb:") else Path("tables"))
     formats = ["markdown", "latex", "csv"] if args.format == "all" else [args.format]
     for path in write_outputs(table, out, table_stem(metrics, by, str(update)), formats, title):
@@ -110,7 +116,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "over data orders, one block per response budget, with the ledger budget each row spent. "
                     "Budget-axes study: --by prompts_per_iteration,resample_period --columns metric.")
     p.add_argument("source", help="experiment directory (runs/<experiment>), a wandb runs-table CSV export, "
-                                  "or wandb:ENTITY/PROJECT")
+                                  "wandb:ENTITY/PROJECT, or wandb-offline:DIR (the offline wandb runs under DIR)")
     p.add_argument("--format", choices=["markdown", "latex", "csv", "all"], default="all", help="files to write")
     p.add_argument("--metric", help="eval metric(s), comma-separated (default avg@k; with --columns metric "
                                     "avg@k,mean_response_tokens)")

@@ -8,11 +8,13 @@ directory's name as run name. Read back:
 * `rows_from_wandb_runs(runs)`: run-like objects (`wandb.Api().runs(path)` or fakes with
   `.name`, `.id`, `.state`, `.config` and `.scan_history()` / `.history()`), every logged step;
 * `load_wandb_csv(path)`: the web UI's runs-table CSV export (config columns such as
-  `strategy.name`, summary columns such as `eval/tiny8/mean/avg@k`), final values only.
+  `strategy.name`, summary columns such as `eval/tiny8/mean/avg@k` and `ledger/trajectories`),
+  final values only.
 
-What wandb does not have stays missing (NaN) rather than guessed: the iteration, `n`, and every
-ledger counter except `ledger_updates`, which equals the step because the ledger's update counter
-is the update the row was written at.
+The mirror also logs the budget ledger as `ledger/<counter>` at each step; the history readers give
+every row of a step that step's ledger (`ledger_<counter>` columns, as in local rows). What wandb
+does not have stays missing (NaN) rather than guessed: the iteration and `n`; a CSV export holds the
+final ledger only, which is the ledger of a run's final evaluation (the last rows a run writes). `wandb-offline:DIR` reads offline runs (`wandb_offline.py`).
 """
 
 from __future__ import annotations
@@ -68,8 +70,11 @@ def rows_from_wandb_runs(runs: Iterable[Any]) -> pd.DataFrame:
     for run in runs:
         identity = {"run": run.name, "config_hash": run.id, **identity_from_config(dict(run.config))}
         status = _status(getattr(run, "state", ""))
-        rows = [r for step in _history(run) for key, value in step.items()
-                if (r := _row(identity, key, value, step.get("_step"), status))]
+        rows = []
+        for step in _history(run):
+            ledger = {f"ledger_{k[len('ledger/'):]}": v for k, v in step.items() if k.startswith("ledger/")}
+            rows += [{**r, **ledger} for key, value in step.items()
+                     if (r := _row(identity, key, value, step.get("_step"), status))]
         records += rows or [placeholder_row(identity, status)]
     if not records:
         raise NoRowsError("wandb: no runs found; no rows found")
@@ -87,15 +92,18 @@ def rows_from_wandb_csv(frame: pd.DataFrame, source: str = "wandb export") -> pd
     if name is None:
         raise ValueError(f"{source}: no Name column; is this the runs-table CSV export? columns: {list(frame.columns)}")
     metric_cols = [c for c in frame.columns if parse_key(c)]
+    ledger_cols = [c for c in frame.columns if str(c).startswith("ledger/")]
     records = []
     for _, line in frame.iterrows():
-        config = {k: v for k, v in line.items() if k not in metric_cols and not is_missing(v)}
+        config = {k: v for k, v in line.items() if k not in metric_cols and k not in ledger_cols and not is_missing(v)}
+        ledger = {f"ledger_{c[len('ledger/'):]}": line[c] for c in ledger_cols if not is_missing(line[c])}
         identity = {"run": line[name], "config_hash": line[id_] if id_ else pd.NA, **identity_from_config(config)}
         for key in ("order", "seed", "max_response_tokens", "prompts_per_iteration", "samples_per_prompt", "resample_period"):
             if isinstance(identity[key], float) and identity[key].is_integer():
                 identity[key] = int(identity[key])  # CSV columns with a gap read back as floats
         status = _status(line[state]) if state else DONE
-        rows = [r for c in metric_cols if (r := _row(identity, c, line[c], line[step] if step else None, status))]
+        rows = [{**r, **ledger} for c in metric_cols
+                if (r := _row(identity, c, line[c], line[step] if step else None, status))]
         records += rows or [placeholder_row(identity, status)]
     if not records:
         raise NoRowsError(f"{source}: no rows found (the export has no runs)")
@@ -107,6 +115,16 @@ def load_wandb_csv(path: str | Path) -> pd.DataFrame:
     if not path.exists():
         raise NoRowsError(f"{path}: no such file; no rows found")
     return rows_from_wandb_csv(pd.read_csv(path), str(path))
+
+
+def load_wandb_offline(root: str | Path) -> pd.DataFrame:
+    """Offline runs under `root` (their transaction logs; see wandb_offline.py)."""
+    from replaylab.results.wandb_offline import offline_runs
+
+    runs = offline_runs(root)
+    if not runs:
+        raise NoRowsError(f"{root}: no wandb offline runs (wandb/offline-run-*/run-*.wandb) found; no rows found")
+    return rows_from_wandb_runs(runs)
 
 
 def load_wandb_api(project_path: str, filters: dict | None = None) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from replaylab.replay.base import PromptStream, build_strategy
 from replaylab.rollout.base import SamplingParams
 from replaylab.tasks.datasets import data_order, render_prompts, training_rows
 from replaylab.training.components import Components
+from replaylab.training.progress import on_terminal, quiet_library_bars
 
 
 def pick_device(name: str) -> torch.device:
@@ -25,7 +26,7 @@ def pick_device(name: str) -> torch.device:
 
 def load_policy(cfg: Config, device: torch.device):
     m = cfg.model
-    path = resolve_path(m.name_or_path, cfg.tiny, progress=cfg.progress)
+    path = resolve_path(m.name_or_path, cfg.tiny, progress=cfg.progress and on_terminal())
     tokenizer = load_tokenizer(path, m.gguf_file, m.revision)
     model = load_causal_lm(path, m.dtype, m.gguf_file, m.revision, m.attn_implementation).to(device)
     if m.gradient_checkpointing:
@@ -62,7 +63,7 @@ def build_teacher(cfg: Config, objective: Objective, device: torch.device, token
         return ServerTeacher(t.server_url, t.name_or_path, micro_batch=t.micro_batch)
     from replaylab.teacher.local import LocalTeacher
 
-    path = resolve_path(t.name_or_path, cfg.tiny, progress=cfg.progress)
+    path = resolve_path(t.name_or_path, cfg.tiny, progress=cfg.progress and on_terminal())
     teacher_tok = load_tokenizer(path, None, t.revision)
     if teacher_tok.get_vocab() != tokenizer.get_vocab():
         raise ValueError(f"teacher {t.name_or_path!r} and student {cfg.model.name_or_path!r} use different tokenizers; "
@@ -110,6 +111,8 @@ def build_components(cfg: Config) -> Components:
 
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
+    if not (cfg.progress and on_terminal()):
+        quiet_library_bars()
     info = D.init_from_env(cfg.trainer.device)
     if cfg.trainer.distributed != "none" and info.world_size == 1:
         raise ValueError(f"trainer.distributed={cfg.trainer.distributed} needs several processes: launch with "

@@ -42,7 +42,8 @@ def config_hash(cfg: DictConfig) -> str:
 
 
 def run_dir(cfg: DictConfig) -> Path:
-    label = f"{cfg.trainer.kind}-{cfg.strategy.name}"
+    """`<output_root>/<experiment>/<trainer kind>-<strategy label or name>-<config hash>`."""
+    label = f"{cfg.trainer.kind}-{cfg.strategy.get('label') or cfg.strategy.name}"
     return Path(cfg.output_root) / cfg.experiment / f"{label}-{config_hash(cfg)}"
 
 

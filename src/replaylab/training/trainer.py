@@ -16,12 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from replaylab import parallel as D
 from replaylab.models.batching import score_logprobs
 from replaylab.objectives import Scorers
 from replaylab.replay.base import StepContext, UpdateStats
+from replaylab.results.report import eval_line
 from replaylab.results.rows import RowWriter
 from replaylab.rollout.base import NonFiniteLogits, SamplingParams
 from replaylab.storage import CorruptCheckpoint
@@ -30,6 +30,7 @@ from replaylab.training.components import Components, TrainingDiverged, derived_
 from replaylab.training.dynamic_sampling import DynamicSamplingMixin
 from replaylab.training.grad_stats import CountSketch
 from replaylab.training.probe import ProbeSet
+from replaylab.training.progress import Progress
 from replaylab.training.provenance import Provenance
 from replaylab.training.schedule import build_scheduler
 from replaylab.training.runs import (
@@ -156,14 +157,14 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
             if self.cfg.eval.at_start:
                 self.run_eval()
             self.build_initial_store()
-        bar = tqdm(total=self.cfg.budget.max_updates, initial=self.update, disable=not (self.cfg.progress and D.is_main()),
-                   desc=f"{self.cfg.trainer.kind}/{self.cfg.strategy.name}", unit="upd")
+        label = self.cfg.strategy.label or self.cfg.strategy.name
+        bar = Progress(self.cfg.progress and D.is_main(), self.cfg.budget.max_updates, self.update,
+                       f"{self.cfg.trainer.kind}/{label}")
         t = self.cfg.trainer
         while self.budget_left():
             start_update = self.update
             metrics = self.run_iteration()
-            bar.update(self.update - start_update)
-            bar.set_postfix({k: f"{metrics[k]:.3g}" for k in ("reward", "reverse_kl", "tokens_per_s") if k in metrics})
+            bar.update(start_update, self.update, metrics)
             if t.eval_every and self.update // t.eval_every > self.last_eval // t.eval_every:
                 self.run_eval()
             if t.checkpoint_every and self.update // t.checkpoint_every > start_update // t.checkpoint_every:
@@ -322,6 +323,8 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
         ledger = self.ledger.summary()
         for benchmark, metrics, n in results:
             self.rows.write("eval", self.update, self.iteration, metrics, ledger, benchmark=benchmark, n=n)
+        if results:
+            log.info("%s", eval_line(self.update, results))
         if self.probe is not None and D.is_main():
             with self.ledger.timed("probe"):
                 model = scoring_model

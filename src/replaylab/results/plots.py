@@ -1,4 +1,5 @@
-"""Plot helpers shared by the analysis notebooks, so each notebook stays a few short cells.
+"""Plot helpers shared by the analysis notebooks (analysis/*.ipynb), so each notebook stays a few short
+cells; part of the package, so the notebooks run against an installed replaylab as well.
 
 Curves are means over data orders (shaded: min to max over orders) per strategy, one column of
 panels per response budget, x = optimizer update: the axis budgets are matched on. R-OPD's
@@ -19,7 +20,10 @@ import pandas as pd  # noqa: E402
 
 from replaylab.results.table import is_suite_mean  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+# Relative paths resolve from the repository root when replaylab runs from its checkout (so a notebook
+# opened in analysis/ finds the same directories as run_notebooks.py), else from the working directory.
+_CHECKOUT = Path(__file__).resolve().parents[3]
+REPO = _CHECKOUT if (_CHECKOUT / "pyproject.toml").exists() and (_CHECKOUT / "analysis").is_dir() else Path.cwd()
 
 
 def experiment_dir() -> Path:
@@ -27,6 +31,18 @@ def experiment_dir() -> Path:
     so a notebook opened from analysis/ finds the same directory as run_notebooks.py."""
     path = Path(os.environ.get("REPLAYLAB_EXPERIMENT_DIR", "runs/tiny_ropd"))
     return path if path.is_absolute() else REPO / path
+
+
+def source() -> str:
+    """What the notebooks read: REPLAYLAB_SOURCE (a run directory tree, a wandb runs-table CSV export,
+    wandb:ENTITY/PROJECT or wandb-offline:DIR; `replaylab.results.table.load_source`), else the
+    experiment directory."""
+    return os.environ.get("REPLAYLAB_SOURCE") or str(experiment_dir())
+
+
+def source_name() -> str:
+    """A short title for figures: the experiment directory's (or export's) name."""
+    return Path(source().split(":", 1)[-1].rstrip("/")).stem
 
 
 def figures_dir() -> Path:
