@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 from conftest import load_rows
 
@@ -30,8 +31,9 @@ def test_grpo_run_rewards_and_groups(run_train):
     assert len(rewards) == 3 and all(0.0 <= v <= 1.0 for v in rewards)
 
 
-def test_finished_run_is_skipped(run_train, capsys):
+def test_finished_run_is_skipped(run_train, caplog):
     run_train(["trainer=opd"])
-    summary, _ = run_train(["trainer=opd"])
-    assert "already done" in capsys.readouterr().out
+    with caplog.at_level(logging.INFO, logger="replaylab.train"):
+        summary, _ = run_train(["trainer=opd"])
+    assert "already done" in caplog.text
     assert summary["updates"] == 3
