@@ -123,6 +123,10 @@ def test_replayed_prompts_get_fresh_rollouts_only(run_train, monkeypatch):
     metrics = {r["metric"] for r in load_rows(path) if r["split"] == "strategy"}
     assert {"prompt_replay_prompts", "prompt_replay_heap_size", "prompt_replay_mean_reuse",
             "prompt_replay_zero_variance_frac", "prompt_replay_mean_abs_advantage"} <= metrics
+    # re-asked prompts count as replay in the train rows: 4 samples of each of the 4 groups
+    fraction = {r["iteration"]: r["value"] for r in load_rows(path) if r["split"] == "train" and r["metric"] == "replay_fraction"}
+    assert [fraction[it + 1] for it, _, _, _ in seen] == [len(replayed) / 4 for _, _, replayed, _ in seen]
+    assert max(fraction.values()) > 0
 
 
 def test_resume_reproduces_rows(run_train, monkeypatch, tmp_path):

@@ -61,6 +61,8 @@ class Plan:
     fresh: list[Prompt] = field(default_factory=list)  # sampled now by the current policy
     initial: list[Prompt] = field(default_factory=list)  # sampled now by the frozen initial policy
     reuse: list[Group] = field(default_factory=list)  # stored groups, trained on again
+    reasked: list[str] = field(default_factory=list)  # uids in `fresh` that are re-asked prompts (Prompt
+    # Replay): their samples are fresh, yet they count as replay in the train rows' replay_fraction
     metrics: dict[str, float] = field(default_factory=dict)
 
 

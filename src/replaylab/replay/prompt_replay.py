@@ -92,7 +92,7 @@ class PromptReplay(ReplayStrategy):
         self.replayed_now = chosen
         fresh = [self.prompts[u]["prompt"] for u in chosen] + ctx.stream.take(P - len(chosen))
         reuse = [self.prompts[u]["reuse"] for u in chosen]
-        return Plan(fresh=fresh, metrics={
+        return Plan(fresh=fresh, reasked=list(chosen), metrics={
             "prompt_replay_prompts": float(len(chosen)),
             "prompt_replay_heap_size": float(self.live_entries()),
             "prompt_replay_mean_reuse": sum(reuse) / len(reuse) if reuse else 0.0,

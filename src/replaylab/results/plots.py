@@ -1,9 +1,10 @@
 """Plot helpers shared by the analysis notebooks (analysis/*.ipynb), so each notebook stays a few short
 cells; part of the package, so the notebooks run against an installed replaylab as well.
 
-Curves are means over data orders (shaded: min to max over orders) per strategy, one column of
-panels per response budget, x = optimizer update: the axis budgets are matched on. R-OPD's
-switch to replay is drawn where it happened, from the `switch_iteration` strategy rows.
+Curves are means over data orders per strategy (shaded: the tables' 95% t-interval over orders;
+accuracy in percent), one column of panels per response budget, x = optimizer update: the axis
+budgets are matched on. R-OPD's switch to replay is drawn where it happened, from the
+`switch_iteration` strategy rows.
 """
 
 from __future__ import annotations
@@ -62,11 +63,19 @@ def select(df: pd.DataFrame, split: str, metric: str, benchmark: str | None = No
     return rows
 
 
-def curves(rows: pd.DataFrame, keys: tuple[str, ...] = ("budget", "strategy")) -> pd.DataFrame:
-    """Mean, min and max over runs (data orders) of one metric per (keys, update)."""
+def curves(rows: pd.DataFrame, keys: tuple[str, ...] = ("budget", "strategy"), level: float = 0.95) -> pd.DataFrame:
+    """Mean and the tables' t-interval over runs (data orders) of one metric per (keys, update):
+    columns mean, ci_low, ci_high (NaN for a single run), count; accuracy metrics in percent."""
+    from replaylab.results.aggregation import is_accuracy
+    from replaylab.results.statistics import t_interval
+
     per_run = rows.drop_duplicates(["run", "benchmark", "update"], keep="last")
-    grouped = per_run.groupby([*keys, "update"], dropna=False)["value"]
-    return grouped.agg(["mean", "min", "max", "count"]).reset_index()
+    scale = 100.0 if len(per_run) and is_accuracy(str(per_run["metric"].iloc[0])) else 1.0
+    out = []
+    for key, g in per_run.groupby([*keys, "update"], dropna=False):
+        mean, _, lo, hi, n = t_interval([scale * v for v in g["value"].dropna()], level)
+        out.append({**dict(zip([*keys, "update"], key)), "mean": mean, "ci_low": lo, "ci_high": hi, "count": n})
+    return pd.DataFrame(out, columns=[*keys, "update", "mean", "ci_low", "ci_high", "count"])
 
 
 def switch_points(df: pd.DataFrame) -> pd.DataFrame:
@@ -95,11 +104,12 @@ def grid(df: pd.DataFrame, panels: list[tuple[str, str, str | None]], title: str
             ax = axes[i][j]
             for strategy, c in data[data["budget"] == budget].groupby("strategy"):
                 ax.plot(c["update"], c["mean"], color=colors[strategy], label=strategy)
-                ax.fill_between(c["update"], c["min"], c["max"], color=colors[strategy], alpha=0.2, linewidth=0)
+                ax.fill_between(c["update"], c["ci_low"], c["ci_high"], color=colors[strategy], alpha=0.2, linewidth=0)
             for _, s in switches[switches["budget"] == budget].iterrows():
                 ax.axvline(s["update"], color=colors.get(s["strategy"], "k"), linestyle="--", linewidth=0.8)
             ax.set_title(f"{budget}" if i == 0 else "", fontsize=9)
-            ax.set_ylabel(f"{metric}" + (f"\n({bench})" if bench else ""), fontsize=8)
+            unit = " (%)" if split == "eval" and "@" in metric else ""
+            ax.set_ylabel(f"{metric}{unit}" + (f"\n({bench})" if bench else ""), fontsize=8)
             if i == len(panels) - 1:
                 ax.set_xlabel("update")
     if axes[0][-1].get_legend_handles_labels()[0]:

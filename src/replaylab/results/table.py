@@ -94,15 +94,32 @@ def cmd_table(args: argparse.Namespace) -> int:
             df = df[df["experiment"] == args.experiment]
             if df.empty:
                 raise NoRowsError(f"{args.source}: no rows found for experiment {args.experiment!r}")
-        table = build_table(df, metrics=metrics, benchmarks=benchmarks, by=by, block=args.block or None, update=update)
+        if args.paired:
+            from replaylab.results.paired import paired_table
+
+            table = paired_table(df, args.paired, metrics=metrics, benchmarks=benchmarks or ["mean"],
+                                 block=args.block or None, update=update)
+        else:
+            table = build_table(df, metrics=metrics, benchmarks=benchmarks, by=by, block=args.block or None, update=update)
     except (NoRowsError, ValueError, KeyError) as e:
         print(f"replaylab table: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
     local = args.source.removeprefix("wandb-offline:")
     title = Path(local.rstrip("/")).name
-    print(to_markdown(table, title))
     source_dir = Path(local) if Path(local).is_dir() else Path(local).parent
     out = Path(args.out) if args.out else (source_dir / "tables" if not args.source.startswith("wandb:") else Path("tables"))
+    if args.paired:
+        from replaylab.results.paired import paired_markdown
+
+        text = paired_markdown(table, title)
+        print(text)
+        out.mkdir(parents=True, exist_ok=True)
+        stem = f"paired_{args.paired}_{table_stem(metrics, None, str(update))}"
+        (out / f"{stem}.md").write_text(text + "\n")
+        table.to_csv(out / f"{stem}.csv", index=False)
+        print(f"wrote {out / stem}.md and .csv", file=sys.stderr)
+        return 0
+    print(to_markdown(table, title))
     formats = ["markdown", "latex", "csv"] if args.format == "all" else [args.format]
     for path in write_outputs(table, out, table_stem(metrics, by, str(update)), formats, title):
         print(f"wrote {path}", file=sys.stderr)
@@ -127,6 +144,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--by", help="row keys, comma-separated identity columns (default: strategy plus any "
                                 "identity column that varies, e.g. model)")
     p.add_argument("--block", default="budget", help="one table block per value of this column ('' for none)")
+    p.add_argument("--paired", metavar="REF", help="instead: each strategy's difference to strategy REF, paired by data "
+                                                   "order and seed, with its 95%% interval and minimum detectable effect")
     p.add_argument("--update", default="final", type=_update_arg,
                    help="'final' (each finished run's last eval) or an update number")
     p.add_argument("--experiment", help="keep only rows of this experiment (useful for wandb sources)")

@@ -280,7 +280,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
             strategy_metrics = {**plan.metrics, **self.c.strategy.observe(groups, stats, ctx)}
         for s in samples:  # proximal log-probs are only valid for this iteration
             s.proximal_logprobs = None
-        metrics = {**loss_metrics, **self.batch_metrics(groups, gen_tokens, gen_seconds), **provenance.metrics(),
+        metrics = {**loss_metrics, **self.batch_metrics(groups, gen_tokens, gen_seconds, set(plan.reasked)), **provenance.metrics(),
                    **self.dynamic_metrics}
         ledger = self.ledger.summary()
         self.rows.write("train", self.update, self.iteration, metrics, ledger)
@@ -302,12 +302,14 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
         for s, logp in zip(stale, logps):
             s.proximal_logprobs = logp
 
-    def batch_metrics(self, groups: list[Group], gen_tokens: int, gen_seconds: float) -> dict[str, float]:
+    def batch_metrics(self, groups: list[Group], gen_tokens: int, gen_seconds: float,
+                      reasked: set[str] = frozenset()) -> dict[str, float]:
         samples = [s for g in groups for s in g.samples]
         out = {
             "response_tokens": sum(s.num_tokens for s in samples) / len(samples),
             "truncation_rate": sum(s.truncated for s in samples) / len(samples),
-            "replay_fraction": sum(s.source != "fresh" for s in samples) / len(samples),
+            # replayed samples, and fresh samples of re-asked prompts (prompt replay reuses the prompt)
+            "replay_fraction": sum(s.source != "fresh" or s.prompt.uid in reasked for s in samples) / len(samples),
             "batch_samples": float(len(samples)),
         }
         if gen_seconds > 0 and gen_tokens:

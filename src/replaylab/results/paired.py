@@ -1,0 +1,132 @@
+"""Paired comparisons: each strategy against a reference, paired by data order and seed, with the
+minimum detectable effect (`replaylab table DIR --paired REF`).
+
+Every strategy of a sweep runs on the same data orders (and seeds), so the difference to the
+reference within a pair removes the order-to-order spread both share. For each block (response
+budget), strategy, benchmark and metric: the differences d_i = strategy - reference at each run's
+chosen evaluation, their mean with a 95% t-interval (scipy.stats), and the minimum detectable
+effect: the smallest true mean difference a two-sided paired t-test at level alpha detects with
+the given power for this many pairs and the observed spread of the differences (exact, from the
+noncentral t distribution). A difference whose interval covers 0 is not evidence of no effect
+unless the MDE is small against the effect that matters; the verdict column says which.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from replaylab.results.aggregation import _select_eval, default_by, is_accuracy, is_suite_mean, order_benchmarks, run_index
+from replaylab.results.frame import NoRowsError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def paired_interval(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float, float, float, int]:
+    """(mean, sd, ci_low, ci_high, n) of paired differences; no interval for n < 2."""
+    from scipy import stats
+
+    n = len(diffs)
+    if n == 0:
+        return (math.nan,) * 4 + (0,)
+    mean = float(sum(diffs) / n)
+    if n < 2:
+        return mean, math.nan, math.nan, math.nan, n
+    sd = float(stats.tstd(diffs))
+    half = float(stats.t.ppf((1 + level) / 2, n - 1)) * sd / math.sqrt(n)
+    return mean, sd, mean - half, mean + half, n
+
+
+def paired_power(effect: float, sd: float, n: int, alpha: float = 0.05) -> float:
+    """Power of the two-sided paired t-test at level alpha against a true mean difference `effect`."""
+    from scipy import stats
+
+    df = n - 1
+    crit = float(stats.t.ppf(1 - alpha / 2, df))
+    nc = abs(effect) * math.sqrt(n) / sd
+    far = float(stats.nct.cdf(-crit, df, nc))  # the wrong-sign rejections: negligible, and scipy's nct
+    return float(stats.nct.sf(crit, df, nc)) + (0.0 if math.isnan(far) else far)  # gives nan far out there
+
+
+def minimum_detectable_effect(sd: float, n: int, power: float = 0.8, alpha: float = 0.05) -> float:
+    """The smallest |effect| the two-sided paired t-test detects with `power` (nan for n < 2 or sd 0)."""
+    from scipy import optimize
+
+    if n < 2 or not sd > 0 or not math.isfinite(sd):
+        return math.nan
+    upper = sd * 50.0
+    while paired_power(upper, sd, n, alpha) < power:  # tiny n: the MDE can be many sds
+        upper *= 4.0
+    return float(optimize.brentq(lambda e: paired_power(e, sd, n, alpha) - power, 0.0, upper, xtol=1e-10 * sd))
+
+
+def verdict(lo: float, hi: float, mde: float) -> str:
+    if math.isnan(lo):
+        return "too few pairs"
+    if lo > 0:
+        return "higher"
+    if hi < 0:
+        return "lower"
+    return f"no difference detected (MDE {mde:.1f})" if math.isfinite(mde) else "no difference detected"
+
+
+def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("avg@k",),
+                 benchmarks: Sequence[str] | None = ("mean",), block: str | None = "budget", update: str | int = "final",
+                 level: float = 0.95, power: float = 0.8, alpha: float = 0.05) -> pd.DataFrame:
+    """One row per (block, strategy other than `reference`, benchmark, metric): the paired difference
+    to the reference (percent points for accuracy metrics), its interval, n pairs, the MDE and a verdict."""
+    import pandas as pd
+
+    runs = run_index(df)
+    if reference not in set(runs["strategy"]):
+        raise ValueError(f"--paired {reference}: no such strategy; strategies: {sorted(set(runs['strategy']), key=str)}")
+    extra = [c for c in default_by(runs, block) if c != "strategy"]
+    if extra:
+        raise ValueError(f"runs also differ in {extra}: pair within one configuration (filter the rows first)")
+    chosen, _ = _select_eval(df[(df["split"] == "eval") & df["metric"].isin(list(metrics))], runs, update)
+    chosen = chosen.drop_duplicates(["run", "benchmark", "metric"], keep="last")
+    if chosen.empty:
+        raise NoRowsError("no eval rows to pair")
+    # every row carries its run's identity (order, seed, budget, strategy): no join needed
+    benches = [b for b in order_benchmarks(chosen["benchmark"])
+               if not benchmarks or b in benchmarks or ("mean" in benchmarks and is_suite_mean(b))]
+    out: list[dict[str, Any]] = []
+    blocks = sorted(chosen[block].unique(), key=str) if block else [None]
+    for bval in blocks:
+        part = chosen[chosen[block] == bval] if block else chosen
+        for strategy in sorted(set(part["strategy"]) - {reference}, key=str):
+            for metric in metrics:
+                scale = 100.0 if is_accuracy(metric) else 1.0
+                for bench in benches:
+                    cell = part[(part["metric"] == metric) & (part["benchmark"] == bench)]
+                    ref = cell[cell["strategy"] == reference].set_index(["order", "seed"])["value"]
+                    other = cell[cell["strategy"] == strategy].set_index(["order", "seed"])["value"]
+                    pairs = ref.index.intersection(other.index)
+                    diffs = [scale * (float(other[p]) - float(ref[p])) for p in pairs]
+                    mean, sd, lo, hi, n = paired_interval(diffs, level)
+                    mde = minimum_detectable_effect(sd, n, power, alpha)
+                    unpaired = sorted(set(ref.index) ^ set(other.index), key=str)
+                    out.append({"block": bval, "strategy": strategy, "reference": reference, "benchmark": bench,
+                                "metric": metric, "diff": mean, "sd": sd, "ci_low": lo, "ci_high": hi, "n_pairs": n,
+                                "mde": mde, "verdict": verdict(lo, hi, mde),
+                                "notes": f"unpaired (order, seed): {unpaired}" if unpaired else ""})
+    table = pd.DataFrame(out)
+    table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block)
+    return table
+
+
+def paired_markdown(table: pd.DataFrame, title: str) -> str:
+    a = table.attrs
+    lines = [f"## {title}: paired differences to {a['reference']}",
+             f"strategy - {a['reference']} at each run's evaluation, paired by data order and seed (points for accuracy); "
+             f"mean and {100 * a['level']:.0f}% t-interval; MDE = smallest difference a two-sided paired t-test at "
+             f"alpha={a['alpha']} detects with {100 * a['power']:.0f}% power for these pairs and this spread", ""]
+    shown = table.assign(
+        difference=[f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]" if math.isfinite(lo) else f"{d:+.1f}"
+                    for d, lo, hi in zip(table["diff"], table["ci_low"], table["ci_high"])],
+        MDE=[f"{m:.1f}" if math.isfinite(m) else "-" for m in table["mde"]])
+    cols = ["block", "strategy", "benchmark", "metric", "difference", "n_pairs", "MDE", "verdict", "notes"]
+    lines.append(shown[cols].to_markdown(index=False, disable_numparse=True))
+    return "\n".join(lines)
