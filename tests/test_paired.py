@@ -104,3 +104,20 @@ def test_cli_table_paired(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "paired differences to current" in out and "+2.7 [-1.1, +6.5]" in out
     assert (exp / "tables" / "paired_current_table_avg_at_k.csv").exists()
+
+
+def test_the_known_effect_control_is_detected_when_the_reference_learns_and_flagged_when_not():
+    def with_midpoint(gain_per_order: list[float]) -> list[dict]:
+        final = rows({"current": [0.30, 0.35, 0.40, 0.33], "repo": [0.31, 0.36, 0.40, 0.35]})
+        mid = [dict(r, update=5, iteration=5, value=r["value"] - g)
+               for r in final for g in [gain_per_order[r["order"]]] if r["strategy"] == "current"]
+        return final + mid
+
+    learned = paired_table(tidy_frame(with_midpoint([0.05, 0.06, 0.04, 0.05])), "current").set_index("strategy")
+    control = learned.loc["control: current final - update 5"]
+    assert control["verdict"] == "control detected" and control["diff"] == pytest.approx(5.0)
+    flat = paired_table(tidy_frame(with_midpoint([0.02, -0.03, 0.01, -0.01])), "current").set_index("strategy")
+    assert flat.loc["control: current final - update 5", "verdict"].startswith("CONTROL NOT DETECTED")
+    from replaylab.results.paired import paired_markdown
+
+    assert "testbed" in paired_markdown(paired_table(tidy_frame(with_midpoint([0.02, -0.03, 0.01, -0.01])), "current"), "x")

@@ -9,6 +9,11 @@ effect: the smallest true mean difference a two-sided paired t-test at level alp
 the given power for this many pairs and the observed spread of the differences (exact, from the
 noncentral t distribution). A difference whose interval covers 0 is not evidence of no effect
 unless the MDE is small against the effect that matters; the verdict column says which.
+
+Known-effect control: every paired table also compares the reference with itself at the evaluation
+nearest to half its run (at or before it), paired by order and seed: the reference learning over the
+second half of its run is an effect the testbed must see. When that interval does not exclude 0, the
+table says the testbed failed its own check: it could not have seen effects of that size.
 """
 
 from __future__ import annotations
@@ -112,9 +117,47 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
                                 "metric": metric, "diff": mean, "sd": sd, "ci_low": lo, "ci_high": hi, "n_pairs": n,
                                 "mde": mde, "verdict": verdict(lo, hi, mde),
                                 "notes": f"unpaired (order, seed): {unpaired}" if unpaired else ""})
+    out += control_rows(df, runs, reference, metrics, benches, block, level, power, alpha)
     table = pd.DataFrame(out)
     table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block)
     return table
+
+
+def control_rows(df, runs, reference: str, metrics, benches, block, level, power, alpha) -> list[dict[str, Any]]:
+    """The reference at its final evaluation minus itself at the evaluation nearest to half its run."""
+    ev = df[(df["split"] == "eval") & (df["strategy"] == reference) & df["metric"].isin(list(metrics))]
+    finished = set(runs.index[(runs["strategy"] == reference) & (runs["status"] == "done")])
+    ev = ev[ev["run"].isin(finished)]
+    out = []
+    blocks = sorted(ev[block].unique(), key=str) if block else [None]
+    for bval in blocks:
+        part = ev[ev[block] == bval] if block else ev
+        final = part.groupby("run")["update"].max()
+        if final.empty:
+            continue
+        updates = sorted(set(part["update"]))
+        half_target = int(final.min()) // 2
+        earlier = [u for u in updates if u <= half_target]
+        if not earlier:
+            continue
+        half = max(earlier)
+        for metric in metrics:
+            scale = 100.0 if is_accuracy(metric) else 1.0
+            for bench in benches:
+                cell = part[(part["metric"] == metric) & (part["benchmark"] == bench)]
+                at_half = cell[cell["update"] == half].set_index(["order", "seed"])["value"]
+                at_end = cell[cell["update"] == cell["run"].map(final)].set_index(["order", "seed"])["value"]
+                pairs = at_half.index.intersection(at_end.index)
+                diffs = [scale * (float(at_end[p]) - float(at_half[p])) for p in pairs]
+                mean, sd, lo, hi, n = paired_interval(diffs, level)
+                mde = minimum_detectable_effect(sd, n, power, alpha)
+                detected = math.isfinite(lo) and (lo > 0 or hi < 0)
+                out.append({"block": bval, "strategy": f"control: {reference} final - update {half}",
+                            "reference": reference, "benchmark": bench, "metric": metric, "diff": mean, "sd": sd,
+                            "ci_low": lo, "ci_high": hi, "n_pairs": n, "mde": mde,
+                            "verdict": "control detected" if detected else "CONTROL NOT DETECTED: the testbed failed its own check",
+                            "notes": f"known effect: {reference} learning from update {half} to its final evaluation"})
+    return out
 
 
 def paired_markdown(table: pd.DataFrame, title: str) -> str:
@@ -129,4 +172,8 @@ def paired_markdown(table: pd.DataFrame, title: str) -> str:
         MDE=[f"{m:.1f}" if math.isfinite(m) else "-" for m in table["mde"]])
     cols = ["block", "strategy", "benchmark", "metric", "difference", "n_pairs", "MDE", "verdict", "notes"]
     lines.append(shown[cols].to_markdown(index=False, disable_numparse=True))
+    failed = table[table["verdict"].astype(str).str.startswith("CONTROL NOT")]
+    if len(failed):
+        lines += ["", f"The known-effect control was not detected in {len(failed)} block(s): this table could not have "
+                      "seen an effect as large as the reference's own late learning; read its null results as uninformative."]
     return "\n".join(lines)
