@@ -5,6 +5,8 @@ HFGenerator + Grader path."""
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import pytest
@@ -116,6 +118,18 @@ def test_half_right_scores_exactly_half(tok):
     assert mean["avg@k"]["value"] == 0.5 and mean["truncation_rate"]["value"] == pytest.approx(0.05)
     assert (mean["avg@k"]["n_problems"], mean["avg@k"]["n_samples"]) == (20, 60)
     assert mean["ci_low"]["value"] < 0.5 < mean["ci_high"]["value"]
+    # each cell's standard error over problems, by hand from the records; the suite mean's combines them
+    ses = []
+    for name in ("tiny8/add2", "tiny8/mul"):
+        per_problem: dict[str, list[bool]] = {}
+        for r in records:
+            if r["benchmark"] == name:
+                per_problem.setdefault(r["id"], []).append(bool(r["correct"]))
+        acc = [sum(c) / len(c) for c in per_problem.values()]
+        mu = sum(acc) / len(acc)
+        ses.append(math.sqrt(sum((a - mu) ** 2 for a in acc) / (len(acc) - 1) / len(acc)))
+        assert _rows(rows, name)["se"]["value"] == pytest.approx(ses[-1])
+    assert mean["se"]["value"] == pytest.approx(math.sqrt(ses[0] ** 2 + ses[1] ** 2) / 2)
 
     # one generate call for both (same k), n=k, the caller's seed, prompts through the chat template
     assert len(gen.calls) == 1

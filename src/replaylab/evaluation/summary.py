@@ -31,6 +31,8 @@ METRICS: tuple[str, ...] = (
     "pass@k",  # unbiased pass@k with k = samples per problem (solved at least once)
     "ci_low",  # bootstrap 95% CI of avg@k over problems
     "ci_high",
+    "se",  # standard error of avg@k over problems (sd of per-problem accuracy / sqrt(problems)); suite
+    # mean: sqrt(sum of squared per-benchmark se) / benchmarks, the se of an equal-weight mean
     "mean_response_tokens",  # generated tokens per response, EOS included
     "truncation_rate",  # responses that hit the token budget before EOS
     "timeouts",  # samples whose grading timed out (scored 0)
@@ -58,6 +60,7 @@ def _benchmark_stats(records: Sequence[dict], n_resamples: int, seed: int) -> tu
         "pass@k": mean_pass_at_k(correct, k) if k else float("nan"),
         "ci_low": lo,
         "ci_high": hi,
+        "se": float(np.std(acc, ddof=1) / np.sqrt(len(acc))) if len(acc) > 1 else float("nan"),
         "mean_response_tokens": mean_response_length([r["num_tokens"] for r in flat]),
         "truncation_rate": truncation_rate([r["truncated"] for r in flat]),
         "timeouts": float(sum(r["status"] == "timeout" for r in flat)),
@@ -96,6 +99,8 @@ def summarize(
             value = lo
         elif m == "ci_high":
             value = hi
+        elif m == "se":
+            value = float(np.sqrt(sum(v["se"] ** 2 for v, *_ in scored)) / len(scored)) if scored else float("nan")
         else:
             value = float(np.mean([v[m] for v, *_ in scored])) if scored else float("nan")
         rows.append(

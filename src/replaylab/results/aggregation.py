@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the replaylab CLI imports this module for every subcommand:
 ROW_CANDIDATES = ("experiment", "trainer", "objective", "model", "teacher", "data", "max_response_tokens",
                   "prompts_per_iteration", "samples_per_prompt", "resample_period")
 NOT_IDENTITY = {"run", "config_hash", "versions", "status", "run_dir", "order", "seed"}
-ACCURACY = {"avg@k", "pass@k", "pass@1", "ci_low", "ci_high", "truncation_rate", "accuracy"}
+ACCURACY = {"avg@k", "pass@k", "pass@1", "ci_low", "ci_high", "se", "truncation_rate", "accuracy"}
 LEDGER = {"updates": "ledger_updates", "trajectories": "ledger_trajectories", "teacher_tokens": "ledger_teacher_tokens_scored"}
 
 
