@@ -171,14 +171,8 @@ class TrainerConfig:
         check(self.overlong_cache >= 0, p + "overlong_cache", f"must be >= 0, got {self.overlong_cache}")
         check(math.isfinite(self.overlong_factor) and self.overlong_factor > 0, p + "overlong_factor",
               f"must be a finite number > 0, got {self.overlong_factor}")
-        check(self.overlong_cache > 0 or self.overlong_factor == 1.0, p + "overlong_factor",
-              f"{self.overlong_factor} has no effect with trainer.overlong_cache=0 (shaping off): set overlong_cache too")
         check(self.dynamic_sampling_max_rounds >= 0, p + "dynamic_sampling_max_rounds",
               f"must be >= 0, got {self.dynamic_sampling_max_rounds}")
-        check(self.dynamic_sampling or self.dynamic_sampling_max_rounds == 10, p + "dynamic_sampling_max_rounds",
-              f"{self.dynamic_sampling_max_rounds} has no effect with trainer.dynamic_sampling=false")
-        check(self.advantage == "zscore" or self.advantage_std == "population", p + "advantage_std",
-              f"{self.advantage_std!r} has no effect with trainer.advantage={self.advantage!r} (no division by the standard deviation)")
         check_choice(self.device, p + "device", ["auto", "cpu", "cuda"])
         check_choice(self.distributed, p + "distributed", ["none", "ddp", "fsdp2"])
         check(math.isfinite(self.lr) and self.lr > 0, p + "lr", f"must be a positive finite number, got {self.lr}")

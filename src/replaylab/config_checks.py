@@ -21,6 +21,13 @@ from replaylab.replay import STRATEGIES  # the package import registers every st
 # Trainer fields that only some objectives read (each objective declares which in `Objective.reads`).
 OBJECTIVE_SPECIFIC = ("clip_low", "clip_high", "dual_clip", "kl_coef", "advantage", "advantage_std", "is_cap", "opd_coef",
                       "overlong_cache", "overlong_factor", "mask_truncated", "dynamic_sampling", "dynamic_sampling_max_rounds")
+# Trainer fields that act only together with another setting: (field, whether it acts, why not).
+NEEDS_PARTNER = (
+    ("overlong_factor", lambda t: t.overlong_cache > 0, "with trainer.overlong_cache=0 (shaping off): set overlong_cache too"),
+    ("dynamic_sampling_max_rounds", lambda t: t.dynamic_sampling, "with trainer.dynamic_sampling=false"),
+    ("advantage_std", lambda t: t.advantage == "zscore",
+     "with trainer.advantage other than zscore (no division by the standard deviation)"),
+)
 # Decoding fields that only act when sampling (temperature > 0).
 SAMPLING_EVAL_FIELDS = ("top_p", "top_k", "samples")
 
@@ -47,6 +54,14 @@ def check_objective(cfg) -> None:
             check(value == default[key], f"trainer.{key}",
                   f"{value!r} has no effect under trainer.objective={t.objective}; leave it at {default[key]!r} "
                   f"(it acts under: {', '.join(readers) or 'no registered objective'})")
+
+
+def check_partners(cfg) -> None:
+    t = cfg.trainer
+    default = defaults_of(t)
+    for key, acts, why in NEEDS_PARTNER:
+        value = getattr(t, key)
+        check(acts(t) or value == default[key], f"trainer.{key}", f"{value!r} has no effect {why}")
 
 
 def check_teacher(cfg) -> None:
@@ -127,6 +142,7 @@ def check_run(cfg) -> None:
     check_exact_updates(cfg)
     check_response_shaping(cfg)
     check_objective(cfg)
+    check_partners(cfg)
     check_teacher(cfg)
     check_choice(cfg.strategy.name, "strategy.name", sorted(STRATEGIES))
     check_strategy(cfg, STRATEGIES[cfg.strategy.name])

@@ -118,23 +118,23 @@ def main(cfg: DictConfig) -> dict:
     from replaylab.training.run_lock import RunDirectoryBusy
     from replaylab.training.runs import UnsafePointer
 
+    # (errors, message prefix, exit code), first match wins; documented in the module doc
+    exits = [
+        (ConfigError, "invalid config: ", 2),
+        (RunDirectoryBusy, "", 3),
+        # the run directory or its disk: nothing already written is lost
+        ((RowsMismatch, CorruptCheckpoint, UnsafeCheckpoint, UnsafePointer, StorageError), "", 4),
+        (TrainingDiverged, "training diverged: ", 5),
+        (DynamicSamplingExhausted, "training stopped: ", 5),
+    ]
     try:
         return train(cfg)
-    except ConfigError as e:
-        print(f"replaylab: invalid config: {e}", file=sys.stderr)
-        sys.exit(2)
-    except RunDirectoryBusy as e:
-        print(f"replaylab: {e}", file=sys.stderr)
-        sys.exit(3)
-    except (RowsMismatch, CorruptCheckpoint, UnsafeCheckpoint, UnsafePointer, StorageError) as e:
-        print(f"replaylab: {e}", file=sys.stderr)  # the run directory or its disk: nothing already written is lost
-        sys.exit(4)
-    except TrainingDiverged as e:
-        print(f"replaylab: training diverged: {e}", file=sys.stderr)
-        sys.exit(5)
-    except DynamicSamplingExhausted as e:
-        print(f"replaylab: training stopped: {e}", file=sys.stderr)
-        sys.exit(5)
+    except Exception as e:
+        for kinds, prefix, code in exits:
+            if isinstance(e, kinds):
+                print(f"replaylab: {prefix}{e}", file=sys.stderr)
+                sys.exit(code)
+        raise
 
 
 if __name__ == "__main__":

@@ -17,8 +17,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from replaylab.results.statistics import t_interval
-
 DIAGNOSTICS = {
     "grpo": [("train", "zero_variance_groups", "zero-variance groups (fraction)"),
              ("train", "abs_advantage", "mean |advantage|"),
@@ -48,15 +46,11 @@ def _panels(n: int, width: float = 4.6, height: float = 3.3):
 
 
 def _band(df, split: str, metric: str, benchmark: str | None):
-    """Per (block, label, update): mean and 95% t-interval over runs."""
-    sel = df[(df["split"] == split) & (df["metric"] == metric)]
-    if benchmark is not None:
-        sel = sel[sel["benchmark"].astype(str).map(lambda b: b == "mean" or b.endswith("/mean"))]
-    out = []
-    for (budget, label, update), g in sel.groupby(["budget", "strategy", "update"], dropna=False):
-        mean, _, lo, hi, n = t_interval(list(g.drop_duplicates("run")["value"]))
-        out.append((budget, label, update, mean, lo, hi, n))
-    return out
+    """Per (block, label, update): mean and 95% t-interval over runs (`plots.curves`, the tables' interval)."""
+    from replaylab.results.plots import curves, select
+
+    c = curves(select(df, split, metric, benchmark))
+    return list(c[["budget", "strategy", "update", "mean", "ci_low", "ci_high", "count"]].itertuples(index=False, name=None))
 
 
 def accuracy_figure(df, path: Path, title: str) -> Path | None:
@@ -76,9 +70,9 @@ def accuracy_figure(df, path: Path, title: str) -> Path | None:
                 continue
             x = [p[2] for p in pts]
             n = max(p[6] for p in pts)
-            ax.plot(x, [100 * p[3] for p in pts], "o-", color=colours(i % 10), lw=1.6, ms=3.5, label=f"{label} (n={n})")
+            ax.plot(x, [p[3] for p in pts], "o-", color=colours(i % 10), lw=1.6, ms=3.5, label=f"{label} (n={n})")
             if all(p[4] == p[4] for p in pts):  # an interval exists (n >= 2 at every point)
-                ax.fill_between(x, [100 * p[4] for p in pts], [100 * p[5] for p in pts], color=colours(i % 10), alpha=0.15)
+                ax.fill_between(x, [p[4] for p in pts], [p[5] for p in pts], color=colours(i % 10), alpha=0.15)
         ax.set_title(f"budget {budget}", fontsize=10)
         ax.set_xlabel("optimizer update")
         ax.set_ylabel("suite mean avg@k (%)")

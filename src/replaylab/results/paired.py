@@ -67,6 +67,15 @@ def minimum_detectable_effect(sd: float, n: int, power: float = 0.8, alpha: floa
     return float(optimize.brentq(lambda e: paired_power(e, sd, n, alpha) - power, 0.0, upper, xtol=1e-10 * sd))
 
 
+def compare(values, reference, scale: float, level: float, power: float, alpha: float) -> dict[str, float]:
+    """Paired difference of two Series indexed by (order, seed): mean, sd, interval, pairs and MDE."""
+    pairs = reference.index.intersection(values.index)
+    diffs = [scale * (float(values[p]) - float(reference[p])) for p in pairs]
+    mean, sd, lo, hi, n = paired_interval(diffs, level)
+    return {"diff": mean, "sd": sd, "ci_low": lo, "ci_high": hi, "n_pairs": n,
+            "mde": minimum_detectable_effect(sd, n, power, alpha)}
+
+
 def verdict(lo: float, hi: float, mde: float) -> str:
     if math.isnan(lo):
         return "too few pairs"
@@ -108,14 +117,10 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
                     cell = part[(part["metric"] == metric) & (part["benchmark"] == bench)]
                     ref = cell[cell["strategy"] == reference].set_index(["order", "seed"])["value"]
                     other = cell[cell["strategy"] == strategy].set_index(["order", "seed"])["value"]
-                    pairs = ref.index.intersection(other.index)
-                    diffs = [scale * (float(other[p]) - float(ref[p])) for p in pairs]
-                    mean, sd, lo, hi, n = paired_interval(diffs, level)
-                    mde = minimum_detectable_effect(sd, n, power, alpha)
                     unpaired = sorted(set(ref.index) ^ set(other.index), key=str)
+                    row = compare(other, ref, scale, level, power, alpha)
                     out.append({"block": bval, "strategy": strategy, "reference": reference, "benchmark": bench,
-                                "metric": metric, "diff": mean, "sd": sd, "ci_low": lo, "ci_high": hi, "n_pairs": n,
-                                "mde": mde, "verdict": verdict(lo, hi, mde),
+                                "metric": metric, **row, "verdict": verdict(row["ci_low"], row["ci_high"], row["mde"]),
                                 "notes": f"unpaired (order, seed): {unpaired}" if unpaired else ""})
     out += control_rows(df, runs, reference, metrics, benches, block, level, power, alpha)
     table = pd.DataFrame(out)
@@ -147,14 +152,11 @@ def control_rows(df, runs, reference: str, metrics, benches, block, level, power
                 cell = part[(part["metric"] == metric) & (part["benchmark"] == bench)]
                 at_half = cell[cell["update"] == half].set_index(["order", "seed"])["value"]
                 at_end = cell[cell["update"] == cell["run"].map(final)].set_index(["order", "seed"])["value"]
-                pairs = at_half.index.intersection(at_end.index)
-                diffs = [scale * (float(at_end[p]) - float(at_half[p])) for p in pairs]
-                mean, sd, lo, hi, n = paired_interval(diffs, level)
-                mde = minimum_detectable_effect(sd, n, power, alpha)
+                row = compare(at_end, at_half, scale, level, power, alpha)
+                lo, hi = row["ci_low"], row["ci_high"]
                 detected = math.isfinite(lo) and (lo > 0 or hi < 0)
                 out.append({"block": bval, "strategy": f"control: {reference} final - update {half}",
-                            "reference": reference, "benchmark": bench, "metric": metric, "diff": mean, "sd": sd,
-                            "ci_low": lo, "ci_high": hi, "n_pairs": n, "mde": mde,
+                            "reference": reference, "benchmark": bench, "metric": metric, **row,
                             "verdict": "control detected" if detected else "CONTROL NOT DETECTED: the testbed failed its own check",
                             "notes": f"known effect: {reference} learning from update {half} to its final evaluation"})
     return out

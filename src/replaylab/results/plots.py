@@ -65,12 +65,13 @@ def select(df: pd.DataFrame, split: str, metric: str, benchmark: str | None = No
 
 def curves(rows: pd.DataFrame, keys: tuple[str, ...] = ("budget", "strategy"), level: float = 0.95) -> pd.DataFrame:
     """Mean and the tables' t-interval over runs (data orders) of one metric per (keys, update):
-    columns mean, ci_low, ci_high (NaN for a single run), count; accuracy metrics in percent."""
+    columns mean, ci_low, ci_high (NaN for a single run), count; evaluation accuracy in percent."""
     from replaylab.results.aggregation import is_accuracy
     from replaylab.results.statistics import t_interval
 
     per_run = rows.drop_duplicates(["run", "benchmark", "update"], keep="last")
-    scale = 100.0 if len(per_run) and is_accuracy(str(per_run["metric"].iloc[0])) else 1.0
+    first = per_run.iloc[0] if len(per_run) else None
+    scale = 100.0 if first is not None and first["split"] == "eval" and is_accuracy(str(first["metric"])) else 1.0
     out = []
     for key, g in per_run.groupby([*keys, "update"], dropna=False):
         mean, _, lo, hi, n = t_interval([scale * v for v in g["value"].dropna()], level)

@@ -23,18 +23,18 @@ class DynamicSamplingExhausted(RuntimeError):
 
 
 class DynamicSamplingMixin:
-    def generate_fresh(self, prompts: list[Prompt]) -> list[Group]:
-        """The iteration's fresh groups: `prompts` sampled once, or, with dynamic sampling, refilled
-        until every planned slot holds an informative group."""
+    def generate_fresh(self, prompts: list[Prompt]) -> tuple[list[Group], dict[str, float]]:
+        """The iteration's fresh groups (`prompts` sampled once, or, with dynamic sampling, refilled
+        until every planned slot holds an informative group) and the refill's train-row metrics."""
         t = self.cfg.trainer
         seed = (t.seed, "iteration", self.iteration)
         groups = self.generate_sharded(self.c.generator, prompts, seed)
         self.ledger.record_generated([s for g in groups for s in g.samples])
         if not (t.dynamic_sampling and prompts):
-            return groups
+            return groups, {}
         target = len(prompts)
-        kept = [g for g in groups if self.objective.informative(g)]
-        dropped = [g for g in groups if not self.objective.informative(g)]
+        kept, dropped = [], []
+        self.split_informative(groups, kept, dropped)
         rounds = 1
         while len(kept) < target:
             if t.dynamic_sampling_max_rounds and rounds >= t.dynamic_sampling_max_rounds:
@@ -46,11 +46,13 @@ class DynamicSamplingMixin:
             more = self.generate_sharded(self.c.generator, self.c.stream.take(target), (*seed, "refill", rounds))
             self.ledger.record_generated([s for g in more for s in g.samples])
             rounds += 1
-            kept += [g for g in more if self.objective.informative(g)]
-            dropped += [g for g in more if not self.objective.informative(g)]
+            self.split_informative(more, kept, dropped)
         dropped += kept[target:]
         self.ledger.dynamic_rounds += rounds - 1
         self.ledger.filtered_groups += len(dropped)
         self.ledger.filtered_trajectories += sum(len(g.samples) for g in dropped)
-        self.dynamic_metrics = {"dynamic_rounds": float(rounds), "filtered_groups": float(len(dropped))}
-        return kept[:target]
+        return kept[:target], {"dynamic_rounds": float(rounds), "filtered_groups": float(len(dropped))}
+
+    def split_informative(self, groups: list[Group], kept: list[Group], dropped: list[Group]) -> None:
+        for g in groups:
+            (kept if self.objective.informative(g) else dropped).append(g)

@@ -67,7 +67,6 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
         self.probe: ProbeSet | None = None
         # Gradient groups cost extra backward passes; only strategies that read them get them.
         self.stat_groups = t.stat_groups if comp.strategy.reads_gradients else 1
-        self.dynamic_metrics: dict[str, float] = {}  # this iteration's dynamic-sampling counts (train rows)
 
     # ----------------------------------------------------------------- state
     def state_dict(self, weights: bool = True) -> dict:
@@ -254,10 +253,10 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
             plan = self.c.strategy.plan(ctx)
         fresh: list[Group] = []
         before = self.ledger.seconds.get("generate", 0.0)
-        self.dynamic_metrics = {}
+        refill: dict[str, float] = {}  # dynamic sampling's counts, for the train row
         tokens_before = self.ledger.tokens_generated
         if plan.fresh:
-            fresh = self.generate_fresh(plan.fresh)
+            fresh, refill = self.generate_fresh(plan.fresh)
         gen_seconds = self.ledger.seconds.get("generate", 0.0) - before
         gen_tokens = self.ledger.tokens_generated - tokens_before  # every round of dynamic sampling
         initial = self.generate_initial(plan.initial, (t.seed, "initial", self.iteration)) if plan.initial else []
@@ -281,7 +280,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
         for s in samples:  # proximal log-probs are only valid for this iteration
             s.proximal_logprobs = None
         metrics = {**loss_metrics, **self.batch_metrics(groups, gen_tokens, gen_seconds, set(plan.reasked)), **provenance.metrics(),
-                   **self.dynamic_metrics}
+                   **refill}
         ledger = self.ledger.summary()
         self.rows.write("train", self.update, self.iteration, metrics, ledger)
         if strategy_metrics:
