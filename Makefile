@@ -10,7 +10,9 @@ SWEEP := $(TRAIN) -m
 
 # The table targets are pattern rules (make skips implicit rules for .PHONY targets, so they are not
 # listed there): tiny-table-ropd, tiny-table-prompt-replay, tiny-table-repo, tiny-table-popo,
-# tiny-table-rlep, tiny-table-budget-axes, and the same without `tiny-` at full scale.
+# tiny-table-rlep, tiny-table-budget-axes, tiny-table-reopd, tiny-table-prefixrl, tiny-table-hdl,
+# tiny-table-fifo (compute-matched), tiny-table-fopd, tiny-table-depo, and the same without `tiny-`
+# at full scale.
 .PHONY: install run test tiny bench clean notebooks tiny-table-budget-axes table-budget-axes
 
 install: $(VENV)/.installed

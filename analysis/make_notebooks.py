@@ -47,6 +47,16 @@ plots.save(plots.table_bars(table, f"{NAME}: suite mean, 95% CI over data orders
 eval_metrics = set(df.loc[df["split"] == "eval", "metric"])
 panels = [("eval", m, "mean") for m in ("avg@k", "mean_response_tokens") if m in eval_metrics]
 plots.save(plots.grid(df, panels, f"{NAME}: evaluation vs update"), "accuracy_vs_update")'''),
+        ("markdown", "Accuracy against compute: x = the estimated FLOPs each evaluation's ledger had spent "
+                     "(`flops_total`: generation, teacher scoring and training, 2N per token forward and 6N "
+                     "forward+backward; `replaylab.training.compute`), log scale; the comparison "
+                     "`budget.max_compute` matches runs on."),
+        ("code", '''\
+fig = plots.accuracy_vs_compute(df, f"{NAME}: evaluation vs compute")
+if fig is not None:
+    plots.save(fig, "accuracy_vs_compute")
+else:
+    print("no eval rows with the compute ledger (ledger_flops_total) in this experiment")'''),
         ("code", '''\
 train_metrics = set(df.loc[df["split"] == "train", "metric"])
 panels = [("train", m, None) for m in ("reverse_kl", "reward", "response_tokens") if m in train_metrics]

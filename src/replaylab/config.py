@@ -80,11 +80,16 @@ class BudgetConfig:
     max_response_tokens: int = knob(48, "maximum new tokens per rollout (longer responses are truncated)")
     max_updates: int = knob(400, "optimization budget: stop after this many optimizer updates")
     max_trajectories: int = knob(0, "trajectory budget: stop once this many trajectories were generated, by the current or the initial policy (0 = no limit)")
+    max_compute: float = knob(0.0, "compute budget in estimated FLOPs (2N per token forward, 6N forward+backward; "
+                                   "replaylab.training.compute): stop at the first iteration boundary where the ledger's "
+                                   "flops_total (generation, teacher scoring, training) reaches it, e.g. 1.0e15 (0 = no limit)")
 
     def __post_init__(self) -> None:
         check(self.max_response_tokens > 0, "budget.max_response_tokens", f"must be a positive number of tokens, got {self.max_response_tokens}")
         check(self.max_updates > 0, "budget.max_updates", f"must be positive, got {self.max_updates}")
         check(self.max_trajectories >= 0, "budget.max_trajectories", f"must be >= 0, got {self.max_trajectories}")
+        check(math.isfinite(self.max_compute) and self.max_compute >= 0, "budget.max_compute",
+              f"must be a finite number of FLOPs >= 0, got {self.max_compute}")
 
 
 @dataclass
@@ -257,7 +262,7 @@ class Config:
     model: ModelConfig = knob(MISSING, "group model: the policy (student)")
     teacher: TeacherConfig = knob(MISSING, "group teacher: the frozen OPD teacher")
     data: DataConfig = knob(MISSING, "group data: the training prompts")
-    budget: BudgetConfig = knob(MISSING, "group budget: response budget and run budgets (updates, trajectories)")
+    budget: BudgetConfig = knob(MISSING, "group budget: response budget and run budgets (updates, trajectories, compute)")
     eval: EvalConfig = knob(MISSING, "group eval: benchmark suite and decoding for evaluation")
     rollout: RolloutConfig = knob(MISSING, "group rollout: engine and decoding of training rollouts")
     tiny: TinyWorldConfig = field(default_factory=TinyWorldConfig, metadata={"help": "how the tiny world is built (its hash names the cache entry)"})

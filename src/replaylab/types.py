@@ -13,7 +13,7 @@ from typing import Literal
 
 import torch
 
-Source = Literal["fresh", "initial", "replay"]
+Source = Literal["fresh", "initial", "replay", "teacher"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,9 @@ class OffPolicy:
     loss_weight: float = 1.0  # multiplies the sample's token losses (RePO's lambda_off)
     own_term: bool = False  # aggregated as a loss term of its own beside the other rows, with its own
     # normaliser, and without the KL term (RePO: L = L_on + lambda_off * L_off, KL on online rows only)
+    freshness_alpha: float | None = None  # f-OPD: weight the sample by its freshness
+    # f = exp(-alpha * mean_t |log pi_theta(y_t) - log mu(y_t)|), pi_theta the policy the loss is taken under
+    freshness_min: float = 0.0  # f-OPD: a sample with f below this gets weight 0 (cut)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,23 @@ class Prompt:
     text: str  # the rendered prompt text (chat template applied)
     token_ids: tuple[int, ...]  # tokenized rendered prompt
     answer: str  # gold final answer, graded with the math grader
+
+
+@dataclass(frozen=True, eq=False)
+class Prefix:
+    """A stored beginning of a response that the policy continues (prefix replay: ReOPD, PrefixRL, HDL).
+
+    The prefix is context, like the prompt: the sample's `response_ids`, behaviour log-probs, loss mask,
+    ledger tokens and teacher scores cover the continuation (the suffix) only."""
+
+    ids: torch.Tensor  # (K,) int64 tokens of the stored response prefix
+    source: Source  # who wrote it: the teacher, the initial policy, or an earlier policy version ("fresh")
+    policy_version: int | None  # the version of the policy that wrote it (None: the teacher)
+    origin_id: str  # sample_id of the trajectory it was cut from
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.ids.numel())
 
 
 @dataclass
@@ -61,11 +81,27 @@ class Sample:
     proximal_logprobs: torch.Tensor | None = None  # (L,) log-probs under the policy at the start of
     # this iteration, for samples it did not generate; valid for one iteration only
     off_policy: OffPolicy = field(default_factory=OffPolicy)
+    prefix: Prefix | None = None  # a stored response prefix this sample continues (context, never trained on)
     extras: dict = field(default_factory=dict)  # a strategy's private notes; the loss never reads them
 
     @property
     def num_tokens(self) -> int:
+        """Tokens this sample's policy generated (the suffix, for a prefix continuation)."""
         return int(self.response_ids.numel())
+
+    @property
+    def context_ids(self) -> tuple[int, ...]:
+        """What the response is conditioned on: the prompt, then the prefix it continues, if any."""
+        if self.prefix is None:
+            return self.prompt.token_ids
+        return self.prompt.token_ids + tuple(self.prefix.ids.tolist())
+
+    @property
+    def full_response_ids(self) -> torch.Tensor:
+        """The whole answer (prefix + suffix): what the grader reads."""
+        if self.prefix is None:
+            return self.response_ids
+        return torch.cat([self.prefix.ids, self.response_ids])
 
     def replayed(self, source: Source = "replay") -> "Sample":
         """A copy marked as coming from a store; tensors are shared (they are never mutated)."""
@@ -82,6 +118,7 @@ class Sample:
             teacher_full_logprobs=self.teacher_full_logprobs,
             advantage=self.advantage,
             off_policy=self.off_policy,
+            prefix=self.prefix,
             extras=dict(self.extras),
         )
 

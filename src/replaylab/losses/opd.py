@@ -153,6 +153,7 @@ def opd_full_rkl_loss(
     *,
     aggregation: str = "dapo",
     token_ids: Tensor | None = None,
+    token_weight: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Exact full-vocabulary reverse-KL OPD loss (to minimise) and metrics.
 
@@ -170,6 +171,8 @@ def opd_full_rkl_loss(
         mask: ``(B, T)`` 1 on valid response tokens (EOS included).
         aggregation: ``"dapo"`` or ``"grpo"`` (module docstring).
         token_ids: optional ``(B, T)`` sampled tokens, for the sampled-token metrics.
+        token_weight: optional ``(B, T)`` detached multiplier of each ``KL_t`` in the loss (a replayed
+            sample's loss weight, f-OPD's freshness); the normaliser is unchanged; None = 1.
 
     Metrics: ``loss``, ``reverse_kl_exact`` (token-mean of ``KL_t``), ``reverse_kl`` (token-mean
     of ``log pS(y_t) - log pT(y_t)`` when ``token_ids`` is given -- the same estimate the sampled
@@ -195,7 +198,7 @@ def opd_full_rkl_loss(
     logt = masked(teacher_logprobs_full.detach().to(dtype), m3).clamp(min=floor)
     q = logq.exp()
     kl = (q * (logq - logt)).sum(-1)
-    loss = aggregate(kl, m, agg)
+    loss = aggregate(kl if token_weight is None else kl * token_weight.detach().to(dtype), m, agg)
 
     with torch.no_grad():
         kl_exact = masked_mean(kl.detach(), m)

@@ -1,8 +1,9 @@
 """Turn samples into padded tensors and score their tokens under a model.
 
-Layout: prompts left-padded to a common width P, responses right-padded to a common width L, so
+Layout: contexts left-padded to a common width P, responses right-padded to a common width L, so
 every response token sits at columns P..P+L-1 and its logit at columns P-1..P+L-2, whatever the
-prompt length. Position ids follow the attention mask, as in `generate` with left padding, so the
+prompt length. A context is the prompt, plus the stored prefix when the sample continues one
+(prefix replay): the prefix is conditioned on, never trained on. Position ids follow the attention mask, as in `generate` with left padding, so the
 log-probs recomputed here equal the behaviour log-probs of a freshly sampled response.
 """
 
@@ -32,15 +33,16 @@ class TokenBatch:
 
 
 def collate(samples: list[Sample], pad_id: int) -> TokenBatch:
-    P = max(len(s.prompt.token_ids) for s in samples)
+    contexts = [s.context_ids for s in samples]  # the prompt, plus a replayed prefix (context, not trained)
+    P = max(len(c) for c in contexts)
     L = max(s.num_tokens for s in samples)
     B = len(samples)
     ids = torch.full((B, P + L), pad_id, dtype=torch.long)
     att = torch.zeros((B, P + L), dtype=torch.long)
     rmask = torch.zeros((B, L), dtype=torch.float32)
     for i, s in enumerate(samples):
-        p = len(s.prompt.token_ids)
-        ids[i, P - p : P] = torch.tensor(s.prompt.token_ids)
+        p = len(contexts[i])
+        ids[i, P - p : P] = torch.tensor(contexts[i])
         ids[i, P : P + s.num_tokens] = s.response_ids
         att[i, P - p : P + s.num_tokens] = 1
         rmask[i, : s.num_tokens] = 1

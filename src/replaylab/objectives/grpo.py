@@ -36,7 +36,8 @@ def grade_rewards(samples: list[Sample], tokenizer, grader) -> None:
     todo = [s for s in samples if s.reward is None]
     if not todo:
         return
-    texts = tokenizer.batch_decode([s.response_ids.tolist() for s in todo], skip_special_tokens=True)
+    # A prefix continuation is graded on the whole answer it completes (prefix + suffix).
+    texts = tokenizer.batch_decode([s.full_response_ids.tolist() for s in todo], skip_special_tokens=True)
     for s, res in zip(todo, grader.grade([(t, s.prompt.answer) for t, s in zip(texts, todo)])):
         s.reward = 1.0 if res.correct else 0.0
 
@@ -80,7 +81,7 @@ class GRPO(Objective):
         return 0
 
     def length_term(self, s: Sample) -> float:
-        return overlong_penalty(s.num_tokens, self.max_response_tokens, self.cfg.overlong_cache, self.cfg.overlong_factor)
+        return overlong_penalty(s.full_response_ids.numel(), self.max_response_tokens, self.cfg.overlong_cache, self.cfg.overlong_factor)
 
     def prepare(self, groups: list[Group]) -> None:
         assign_advantages(groups, self.cfg.advantage, unbiased=self.cfg.advantage_std == "sample",

@@ -2,8 +2,9 @@
 
 Each sample carries its off-policy treatment (`types.OffPolicy`, set by the strategy that replays
 it): the PPO ratio's anchor (the proximal policy, or the stored behaviour policy as RePO does),
-the cap of a truncated decoupled weight min(pi_prox / mu, cap) (POPO), and a loss weight (RePO's
-lambda_off).
+the cap of a truncated decoupled weight min(pi_prox / mu, cap) (POPO), a loss weight (RePO's
+lambda_off), and f-OPD's freshness weight, which needs the log-probs the loss is being taken under
+(`freshness_weights`).
 """
 
 from __future__ import annotations
@@ -44,3 +45,24 @@ def behaviour_weights(samples: list[Sample], width: int, trainer_cap: float | No
             prox = s.proximal_logprobs if s.proximal_logprobs is not None else s.behaviour_logprobs
             rows.append(truncated_behaviour_weight(prox, s.behaviour_logprobs, cap) * scale)
     return pad_per_token(rows, width, fill=0.0)
+
+
+def freshness_weights(samples: list[Sample], current_logp: torch.Tensor, mask: torch.Tensor
+                      ) -> tuple[torch.Tensor | None, dict[str, float]]:
+    """f-OPD's per-sample freshness f_i = exp(-alpha * mean_t |log pi_theta(y_t) - log mu(y_t)|)
+    (ALGORITHMS.md §9), 0 below the sample's `freshness_min`; 1 for samples without a
+    `freshness_alpha`. `current_logp` (B, L) are the sampled tokens' log-probs under the policy the
+    loss is taken under (detached here). Returns ((B, 1) weights or None, metrics)."""
+    if all(s.off_policy.freshness_alpha is None for s in samples):
+        return None, {}
+    mu = pad_per_token([s.behaviour_logprobs for s in samples], current_logp.shape[1]).to(current_logp.device)
+    m = mask.to(current_logp.dtype)
+    drift = ((current_logp.detach() - mu).abs() * m).sum(-1) / m.sum(-1).clamp(min=1)
+    alpha = torch.tensor([s.off_policy.freshness_alpha or 0.0 for s in samples], device=drift.device)
+    floor = torch.tensor([s.off_policy.freshness_min for s in samples], device=drift.device)
+    f = torch.exp(-alpha * drift)
+    weight = torch.where(f >= floor, f, torch.zeros_like(f))
+    scored = [i for i, s in enumerate(samples) if s.off_policy.freshness_alpha is not None]
+    metrics = {"freshness_mean": float(f[scored].mean()), "freshness_cut_frac": float((f[scored] < floor[scored]).float().mean()),
+               "policy_drift_mean": float(drift[scored].mean())}
+    return weight.unsqueeze(-1), metrics

@@ -17,7 +17,7 @@ from replaylab.models.batching import (
     token_logprobs,
 )
 from replaylab.objectives.base import Objective, Scorers, register_objective
-from replaylab.objectives.inputs import behaviour_weights, old_logprobs
+from replaylab.objectives.inputs import behaviour_weights, freshness_weights, old_logprobs
 from replaylab.types import Sample
 
 
@@ -42,9 +42,17 @@ class OPDFullReverseKL(TeacherScored):
     def loss(self, model, samples, pad_id, reference=None, batch=None):
         device = next(model.parameters()).device
         batch = collate(samples, pad_id).to(device)
-        teacher = pad_per_token([s.teacher_full_logprobs.float() for s in samples], batch.response_ids.shape[1]).to(device)
-        return opd_full_rkl_loss(response_logits(model, batch), teacher, batch.response_mask,
-                                 aggregation=self.cfg.aggregation, token_ids=batch.response_ids)
+        width = batch.response_ids.shape[1]
+        teacher = pad_per_token([s.teacher_full_logprobs.float() for s in samples], width).to(device)
+        logits = response_logits(model, batch)
+        weights = behaviour_weights(samples, width, None)  # loss weights only: no ratio to cap here
+        weights = weights.to(device) if weights is not None else None
+        fresh, fresh_metrics = freshness_weights(samples, token_logprobs(logits, batch.response_ids), batch.response_mask)
+        if fresh is not None:
+            weights = fresh if weights is None else weights * fresh
+        loss, metrics = opd_full_rkl_loss(logits, teacher, batch.response_mask, aggregation=self.cfg.aggregation,
+                                          token_ids=batch.response_ids, token_weight=weights)
+        return loss, {**metrics, **fresh_metrics}
 
 
 @register_objective
@@ -60,10 +68,14 @@ class OPDSampled(TeacherScored):
         old = pad_per_token([old_logprobs(s) for s in samples], width).to(device)
         teacher = pad_per_token([s.teacher_logprobs for s in samples], width).to(device)
         weights = behaviour_weights(samples, width, self.cfg.is_cap)
+        weights = weights.to(device) if weights is not None else None
+        fresh, fresh_metrics = freshness_weights(samples, logp, batch.response_mask)
+        if fresh is not None:
+            weights = fresh.expand_as(logp) if weights is None else weights * fresh
         c = self.cfg
-        return opd_sampled_loss(logp, old, teacher, batch.response_mask, coef=c.opd_coef, clip_low=c.clip_low,
-                                clip_high=c.clip_high, aggregation=c.aggregation,
-                                behaviour_weight=weights.to(device) if weights is not None else None)
+        loss, metrics = opd_sampled_loss(logp, old, teacher, batch.response_mask, coef=c.opd_coef, clip_low=c.clip_low,
+                                         clip_high=c.clip_high, aggregation=c.aggregation, behaviour_weight=weights)
+        return loss, {**metrics, **fresh_metrics}
 
 
 __all__ = ["OPDFullReverseKL", "OPDSampled"]

@@ -2,6 +2,7 @@
 
 from replaylab.replay import current, fixed_schedule, initial, recent, ropd  # noqa: F401  (registers)
 from replaylab.replay import prompt_replay, repo, popo, rlep  # noqa: F401
+from replaylab.replay import depo, fifo, fopd, hdl, prefixrl, reopd  # noqa: F401
 from replaylab.replay.base import (
     STRATEGIES,
     Plan,

@@ -6,10 +6,15 @@ never asks which strategy runs:
     initial_prompts(...)  once, before training: prompts whose initial-policy rollouts it needs
     receive_initial(...)  once: those rollouts, scored (teacher log-probs / rewards cached)
     plan(ctx)             which prompts get fresh rollouts, which get initial-policy rollouts now
-                          (sampled on demand from a frozen copy of the initial policy), and which
-                          stored groups are reused
-    compose(fresh, initial, plan)  merge / replace / augment the fresh groups (and the initial-policy
-                          groups sampled for `plan.initial`) with stored samples
+                          (sampled on demand from a frozen copy of the initial policy), which
+                          stored prefixes the current policy continues, and which stored groups
+                          are reused
+    continuations(fresh, plan, ctx)  after the fresh rollouts: the (prompt, prefix) pairs the
+                          current policy continues now (default: the plan's); HDL picks its
+                          branch points from the fresh roots here
+    compose(fresh, initial, plan)  merge / replace / augment the fresh groups (the continuation
+                          groups come last among them, their samples carrying `Sample.prefix`;
+                          and the initial-policy groups sampled for `plan.initial`) with stored samples
     observe(groups, stats)  after the updates: buffers, pass rates, triggers; returns metrics
     state_dict / load_state_dict  everything needed for a bit-exact resume
 
@@ -24,11 +29,11 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from replaylab.config_fields import check, knob
 from replaylab.tasks.stream import PromptStream
-from replaylab.types import Group, Prompt
+from replaylab.types import Group, Prefix, Prompt
 
 
 @dataclass
@@ -51,6 +56,20 @@ class StepContext:
     max_updates: int
     stream: PromptStream
     rng: random.Random  # the strategy's own stream, checkpointed by the trainer
+    tokenizer: Any = None  # the policy's tokenizer (prefix strategies find step boundaries with it)
+    # logprobs(samples) -> per-sample (L_i,) log-probs of each response under the current policy (no
+    # grad; context = prompt + prefix): HDL's hindsight scoring. None outside the trainer.
+    logprobs: Callable[[list], list] | None = None
+
+
+@dataclass
+class Continuation:
+    """A request to continue a stored prefix: `n` samples of the current policy from prompt + prefix,
+    returned as one group whose samples train on their suffix only."""
+
+    prompt: Prompt
+    prefix: Prefix
+    n: int
 
 
 @dataclass
@@ -61,6 +80,8 @@ class Plan:
     fresh: list[Prompt] = field(default_factory=list)  # sampled now by the current policy
     initial: list[Prompt] = field(default_factory=list)  # sampled now by the frozen initial policy
     reuse: list[Group] = field(default_factory=list)  # stored groups, trained on again
+    fresh_n: int | None = None  # samples per fresh prompt (None: trainer.samples_per_prompt; HDL's roots)
+    continue_from: list[Continuation] = field(default_factory=list)  # stored prefixes the current policy continues
     reasked: list[str] = field(default_factory=list)  # uids in `fresh` that are re-asked prompts (Prompt
     # Replay): their samples are fresh, yet they count as replay in the train rows' replay_fraction
     metrics: dict[str, float] = field(default_factory=dict)
@@ -93,6 +114,9 @@ class ReplayStrategy:
     # Whether it ever trains on samples it did not just generate: settings that only act on such
     # samples (trainer.is_cap) are a config error for a strategy that never does.
     replays: ClassVar[bool] = True
+    # Who writes the rollouts `initial_prompts` asks for: the frozen initial policy, or the teacher
+    # (ReOPD's prefix pool; needs a local teacher). An instance may set it from its config.
+    initial_from: str = "initial"
 
     @classmethod
     def check_config(cls, cfg: Any) -> None:
@@ -112,6 +136,9 @@ class ReplayStrategy:
 
     def plan(self, ctx: StepContext) -> Plan:
         return Plan(fresh=ctx.stream.take(ctx.prompts_per_iteration))
+
+    def continuations(self, fresh: list[Group], plan: Plan, ctx: StepContext) -> list[Continuation]:
+        return plan.continue_from
 
     def compose(self, fresh: list[Group], initial: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
         return fresh + plan.reuse + initial

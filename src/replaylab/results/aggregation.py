@@ -19,7 +19,8 @@ ROW_CANDIDATES = ("experiment", "trainer", "objective", "model", "teacher", "dat
                   "prompts_per_iteration", "samples_per_prompt", "resample_period")
 NOT_IDENTITY = {"run", "config_hash", "versions", "status", "run_dir", "order", "seed"}
 ACCURACY = {"avg@k", "pass@k", "pass@1", "ci_low", "ci_high", "se", "truncation_rate", "accuracy"}
-LEDGER = {"updates": "ledger_updates", "trajectories": "ledger_trajectories", "teacher_tokens": "ledger_teacher_tokens_scored"}
+LEDGER = {"updates": "ledger_updates", "trajectories": "ledger_trajectories", "teacher_tokens": "ledger_teacher_tokens_scored",
+          "compute": "ledger_flops_total"}  # compute: estimated FLOPs (training.compute)
 
 
 def is_accuracy(metric: str) -> bool:
@@ -164,7 +165,7 @@ def build_table(df: pd.DataFrame, metrics: str | Sequence[str] = ("avg@k",), ben
                 percent: bool = True, level: float = 0.95) -> pd.DataFrame:
     """Tidy table: one row per (block, row keys, benchmark, metric) cell with numeric mean, sd,
     ci_low, ci_high, n (orders present), n_expected (orders any run of the block has), the
-    group's mean ledger budget (updates, trajectories, teacher_tokens) and notes on what is
+    group's mean ledger budget (updates, trajectories, teacher_tokens, compute in FLOPs) and notes on what is
     missing or excluded. Accuracy metrics are in percent when `percent`. `benchmarks=["mean"]`
     selects the suite means; `by=None` picks strategy plus whatever else varies."""
     import pandas as pd

@@ -3,8 +3,8 @@ cells; part of the package, so the notebooks run against an installed replaylab 
 
 Curves are means over data orders per strategy (shaded: the tables' 95% t-interval over orders;
 accuracy in percent), one column of panels per response budget, x = optimizer update: the axis
-budgets are matched on. R-OPD's switch to replay is drawn where it happened, from the
-`switch_iteration` strategy rows.
+budgets are matched on (`accuracy_vs_compute`: x = the ledger's estimated FLOPs instead). R-OPD's
+switch to replay is drawn where it happened, from the `switch_iteration` strategy rows.
 """
 
 from __future__ import annotations
@@ -116,6 +116,45 @@ def grid(df: pd.DataFrame, panels: list[tuple[str, str, str | None]], title: str
     if axes[0][-1].get_legend_handles_labels()[0]:
         axes[0][-1].legend(fontsize=7, loc="best")
     fig.suptitle(title + (" (dashed: switch to replay)" if mark_switch and len(switches) else ""), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_vs_compute(df: pd.DataFrame, title: str, metric: str = "avg@k", benchmark: str = "mean"):
+    """Evaluation `metric` against the compute spent to reach it: x = the eval rows' ledger
+    `flops_total` (estimated FLOPs, `replaylab.training.compute`; log scale), one panel per response
+    budget, a line per strategy through its evaluations, each point the mean over data orders of
+    both (band: the tables' 95% t-interval of the metric). Evaluations at zero compute (before any
+    rollout) are left out, as is everything when no eval row has the compute ledger (rows from
+    before it): then None."""
+    rows = select(df, "eval", metric, benchmark)
+    if "ledger_flops_total" not in rows.columns:
+        return None
+    rows = rows.assign(flops=pd.to_numeric(rows["ledger_flops_total"], errors="coerce"),
+                       budget=rows["budget"].astype(object).fillna("n/a"), strategy=rows["strategy"].astype(object).fillna("n/a"))
+    rows = rows[rows["flops"] > 0]
+    if rows.empty:
+        return None
+    keys = ["budget", "strategy", "update"]
+    flops = rows.drop_duplicates(["run", "benchmark", "update"], keep="last").groupby(keys)["flops"].mean().reset_index()
+    data = curves(rows).merge(flops, on=keys).sort_values("flops")
+    budgets = sorted(data["budget"].unique(), key=str)
+    strategies = sorted(data["strategy"].unique(), key=str)
+    colors = {s: plt.get_cmap("tab10")(i % 10) for i, s in enumerate(strategies)}
+    fig, axes = plt.subplots(1, len(budgets), figsize=(4.2 * len(budgets), 3.2), squeeze=False)
+    for j, budget in enumerate(budgets):
+        ax = axes[0][j]
+        for strategy, c in data[data["budget"] == budget].groupby("strategy"):
+            ax.plot(c["flops"], c["mean"], marker=".", color=colors[strategy], label=strategy)
+            ax.fill_between(c["flops"], c["ci_low"], c["ci_high"], color=colors[strategy], alpha=0.2, linewidth=0)
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # a narrow range would label every minor tick
+        ax.set_title(str(budget), fontsize=9)
+        ax.set_xlabel("compute (estimated FLOPs)")
+        ax.set_ylabel(f"{metric}{' (%)' if '@' in metric else ''}" + (f"\n({benchmark})" if benchmark else ""), fontsize=8)
+    if axes[0][-1].get_legend_handles_labels()[0]:
+        axes[0][-1].legend(fontsize=7, loc="best")
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -34,6 +34,10 @@ def _count(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:,.0f}"
 
 
+def _flops(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.1e}"
+
+
 def wide_blocks(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """[(block title, display frame)]: rows = row keys, columns = cells, then n, budget, notes."""
     import pandas as pd
@@ -44,6 +48,8 @@ def wide_blocks(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     benches = list(dict.fromkeys(table["benchmark"]))
     short = _short_benchmarks(benches)
     units = dict(zip(table["metric"], table["unit"]))
+    # rows written before the compute ledger have no FLOPs: the column shows once any row has them
+    with_compute = "compute" in table.columns and bool(table["compute"].notna().any())
 
     def label(bench: str, metric: str) -> str:
         unit = f" ({units[metric]})" if units[metric] and len(metrics) > 1 else ""
@@ -61,8 +67,10 @@ def wide_blocks(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
                 row[label(c["benchmark"], c["metric"])] = _cell(c["mean"], c["ci_low"], c["ci_high"], c["n"], first["n_runs"])
             flag = "" if first["n_runs"] >= first["n_expected"] else f"/{first['n_expected']}"
             row.update({"n": f"{first['n_runs']}{flag}", "updates": _count(first["updates"]),
-                        "trajectories": _count(first["trajectories"]), "teacher tokens": _count(first["teacher_tokens"]),
-                        "notes": first["notes"]})
+                        "trajectories": _count(first["trajectories"]), "teacher tokens": _count(first["teacher_tokens"])})
+            if with_compute:
+                row["compute (FLOPs)"] = _flops(first["compute"])
+            row["notes"] = first["notes"]
             rows.append(row)
         title = f"{block} = {bkey}" if block else "all runs"
         out.append((title, pd.DataFrame(rows)))

@@ -1,19 +1,24 @@
 """The `Generator` protocol: how the trainer and the evaluator get responses from a policy.
 
-Two implementations sit behind it: `hf.HFGenerator` (transformers `generate`, CPU and GPU) and
-`vllm.VLLMGenerator` (GPU machines, optional extra, imported lazily). Both return `Sample`s with
-per-token behaviour log-probs, a truncation flag and the policy version that produced them.
+Three implementations sit behind it: `fast.FastGenerator` (the lean decoding loop, the default),
+`hf.HFGenerator` (transformers `generate`, CPU and GPU) and `vllm.VLLMGenerator` (GPU machines,
+optional extra, imported lazily). All return `Sample`s with per-token behaviour log-probs, a
+truncation flag and the policy version that produced them.
+
+Prefix continuation (`continue_prefixes`) works with every engine: the stored prefix is appended to
+the prompt's tokens, so each engine decodes from prompt + prefix as it decodes from a prompt, and
+the samples it returns carry the prefix (`Sample.prefix`) with the suffix as their response.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 import torch
 
-from replaylab.types import Prompt, Sample, Source
+from replaylab.types import Prefix, Prompt, Sample, Source
 
 
 class NonFiniteLogits(FloatingPointError):
@@ -75,3 +80,28 @@ def generate_in_chunks(prompts: list[Prompt], params: SamplingParams, seed: int,
         for start in range(0, len(flat), micro_batch):
             out.extend(decode(flat[start : start + micro_batch], start))
     return [out[i * params.n : (i + 1) * params.n] for i in range(len(prompts))]
+
+
+def continue_prefixes(generator: Generator, prompts: list[Prompt], prefixes: list[Prefix], params: SamplingParams,
+                      seed: int, source: Source = "fresh") -> list[list[Sample]]:
+    """`params.n` continuations of each (prompt, prefix), grouped per pair in input order.
+
+    The response budget covers the whole answer: a continuation of a K-token prefix gets
+    `max_new_tokens - K` tokens and is truncated there (it is decoded with the longest remaining
+    budget of the call and cut afterwards, which samples the same distribution: later tokens never
+    change earlier ones). Each sample's response, behaviour log-probs and length are the suffix's;
+    the prefix rides on `Sample.prefix` and its prompt stays the original question."""
+    if len(prompts) != len(prefixes):
+        raise ValueError(f"{len(prompts)} prompts but {len(prefixes)} prefixes")
+    limits = [params.max_new_tokens - p.num_tokens for p in prefixes]
+    if any(limit < 1 for limit in limits):
+        raise ValueError(f"a prefix of {params.max_new_tokens - min(limits)} tokens leaves no room in the response "
+                         f"budget of {params.max_new_tokens} tokens")
+    contexts = [replace(p, token_ids=p.token_ids + tuple(x.ids.tolist())) for p, x in zip(prompts, prefixes)]
+    groups = generator.generate(contexts, replace(params, max_new_tokens=max(limits)), seed, source)
+    for prompt, prefix, limit, group in zip(prompts, prefixes, limits, groups):
+        for s in group:
+            if s.num_tokens > limit:
+                s.response_ids, s.behaviour_logprobs, s.truncated = s.response_ids[:limit], s.behaviour_logprobs[:limit], True
+            s.prompt, s.prefix, s.sample_id = prompt, prefix, f"cont-{s.sample_id}"
+    return groups

@@ -89,7 +89,7 @@ class ServerTeacher:
 
     # ------------------------------------------------------------------ requests
     def _score_chunk(self, chunk: list[Sample]) -> list[torch.Tensor]:
-        sequences = [list(s.prompt.token_ids) + s.response_ids.tolist() for s in chunk]
+        sequences = [list(s.context_ids) + s.response_ids.tolist() for s in chunk]
         body = {"model": self.model_name, "prompt": sequences, "max_tokens": 1, "prompt_logprobs": 0,
                 "temperature": 1.0, "n": 1}
         reply = self._post("/completions", body)
@@ -101,7 +101,7 @@ class ServerTeacher:
         out: list[torch.Tensor | None] = [None] * len(chunk)
         for pos, choice in enumerate(sorted(choices, key=lambda c: c.get("index", 0))):
             i = choice.get("index", pos)
-            out[i] = self._response_logprobs(choice.get("prompt_logprobs"), sequences[i], len(chunk[i].prompt.token_ids))
+            out[i] = self._response_logprobs(choice.get("prompt_logprobs"), sequences[i], len(chunk[i].context_ids))
         return out  # type: ignore[return-value]
 
     def _response_logprobs(self, entries, ids: list[int], prompt_len: int) -> torch.Tensor:

@@ -23,12 +23,13 @@ class DynamicSamplingExhausted(RuntimeError):
 
 
 class DynamicSamplingMixin:
-    def generate_fresh(self, prompts: list[Prompt]) -> tuple[list[Group], dict[str, float]]:
-        """The iteration's fresh groups (`prompts` sampled once, or, with dynamic sampling, refilled
-        until every planned slot holds an informative group) and the refill's train-row metrics."""
+    def generate_fresh(self, prompts: list[Prompt], n: int | None = None) -> tuple[list[Group], dict[str, float]]:
+        """The iteration's fresh groups (`prompts` sampled once, `n` samples each (None:
+        trainer.samples_per_prompt), or, with dynamic sampling, refilled until every planned slot
+        holds an informative group) and the refill's train-row metrics."""
         t = self.cfg.trainer
         seed = (t.seed, "iteration", self.iteration)
-        groups = self.generate_sharded(self.c.generator, prompts, seed)
+        groups = self.generate_sharded(self.c.generator, prompts, seed, n=n)
         self.ledger.record_generated([s for g in groups for s in g.samples])
         if not (t.dynamic_sampling and prompts):
             return groups, {}
@@ -43,7 +44,7 @@ class DynamicSamplingMixin:
                     f"trainer.dynamic_sampling_max_rounds={t.dynamic_sampling_max_rounds} rounds at iteration "
                     f"{self.iteration} (update {self.update}): the prompts are too easy or too hard for this policy. "
                     "Raise the limit (0 = unlimited) or turn trainer.dynamic_sampling off.")
-            more = self.generate_sharded(self.c.generator, self.c.stream.take(target), (*seed, "refill", rounds))
+            more = self.generate_sharded(self.c.generator, self.c.stream.take(target), (*seed, "refill", rounds), n=n)
             self.ledger.record_generated([s for g in more for s in g.samples])
             rounds += 1
             self.split_informative(more, kept, dropped)

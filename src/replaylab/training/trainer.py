@@ -12,26 +12,25 @@ from __future__ import annotations
 
 import logging
 import random
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 from replaylab import parallel as D
-from replaylab.models.batching import score_logprobs
 from replaylab.objectives import Scorers
 from replaylab.replay.base import StepContext, UpdateStats
 from replaylab.results.report import eval_line
 from replaylab.results.rows import RowWriter
-from replaylab.rollout.base import NonFiniteLogits, SamplingParams
 from replaylab.storage import CorruptCheckpoint
 from replaylab.training.budget import Ledger
-from replaylab.training.components import Components, TrainingDiverged, derived_seed
+from replaylab.training.components import Components, derived_seed
+from replaylab.training.compute import ComputeModel, non_embedding_params
 from replaylab.training.dynamic_sampling import DynamicSamplingMixin
 from replaylab.training.grad_stats import CountSketch
 from replaylab.training.probe import ProbeSet
 from replaylab.training.progress import Progress
 from replaylab.training.provenance import Provenance
+from replaylab.training.rollouts import RolloutsMixin
 from replaylab.training.schedule import build_scheduler
 from replaylab.training.runs import (
     checkpoint_candidates,
@@ -42,11 +41,11 @@ from replaylab.training.runs import (
     write_latest,
 )
 from replaylab.training.updates import UpdatesMixin
-from replaylab.types import Group, Sample
+from replaylab.types import Group
 
 log = logging.getLogger(__name__)
 
-class Trainer(UpdatesMixin, DynamicSamplingMixin):
+class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
     def __init__(self, cfg, comp: Components, run_dir: Path, rows: RowWriter):
         self.cfg, self.c, self.run_dir, self.rows = cfg, comp, run_dir, rows
         t = cfg.trainer
@@ -56,7 +55,15 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
         self.opt = torch.optim.AdamW(self.params, lr=t.lr, betas=tuple(t.betas), eps=t.eps, weight_decay=t.weight_decay)
         self.sched = build_scheduler(self.opt, t, cfg.budget.max_updates)
         self.sketch = CountSketch(t.sketch_dim, seed=t.seed) if t.sketch_dim else None
+        # FLOP rates of the compute ledger (training.compute): N of the policy, of a local teacher
+        # (a server teacher has no local model and no config field sizing it: 0, not counted) and of
+        # the KL reference when the objective forwards one.
+        teacher = comp.teacher.distribution_model() if comp.teacher is not None else None
+        reference = comp.ref_model if comp.objective is not None and comp.objective.needs_reference() else None
+        self.compute = ComputeModel(non_embedding_params(comp.policy), non_embedding_params(teacher),
+                                    non_embedding_params(reference), t.resample_period)
         self.ledger = Ledger()
+        self.ledger.compute = self.compute
         self.iteration = 0
         self.update = 0
         self.last_eval = 0  # the update of the last evaluation (at the start, if eval.at_start)
@@ -93,6 +100,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
         self.strategy_rng.setstate(s["strategy_rng"])
         self.c.stream.position = s["stream_position"]
         self.ledger = Ledger.from_state(s["ledger"])
+        self.ledger.compute = self.compute  # derived from the models, not part of the state
         self.rows.restore(s["rows"], s.get("rows_text"), rebuild=self.cfg.resume_rows == "rebuild")
         self.iteration, self.update, self.last_eval = s["iteration"], s["update"], s["last_eval"]
         torch.set_rng_state(s["torch_rng"])
@@ -139,11 +147,14 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
     def context(self) -> StepContext:
         t = self.cfg.trainer
         return StepContext(self.iteration, self.update, t.prompts_per_iteration, t.samples_per_prompt,
-                           t.updates_per_iteration, self.cfg.budget.max_updates, self.c.stream, self.strategy_rng)
+                           t.updates_per_iteration, self.cfg.budget.max_updates, self.c.stream, self.strategy_rng,
+                           self.c.tokenizer, self.policy_logprobs)
 
     def budget_left(self) -> bool:
         b = self.cfg.budget
         if self.update >= b.max_updates:
+            return False
+        if b.max_compute and self.ledger.flops_total >= b.max_compute:
             return False
         return not (b.max_trajectories and self.ledger.trajectories >= b.max_trajectories)
 
@@ -188,64 +199,6 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
         with self.ledger.timed("probe"):
             self.probe = ProbeSet.draw(self.c.stream.prompts, size, self.cfg.eval.probe_seed, self.c.generator, self.sampling())
 
-    def build_initial_store(self) -> None:
-        """Initial-policy rollouts a strategy asked for, generated once before any update."""
-        prompts = self.c.strategy.initial_prompts(self.c.stream, self.context())
-        if not prompts:
-            return
-        groups = self.generate_initial(prompts, (self.cfg.trainer.seed, "initial"))
-        self.c.strategy.receive_initial(groups)
-
-    def generate_initial(self, prompts: list, seed_parts: tuple) -> list[Group]:
-        """Initial-policy rollouts: from the frozen copy if the strategy asked for one, else from the
-        policy itself, which is still the initial policy before the first update."""
-        generator = self.c.initial_generator
-        if generator is None:
-            if self.update != 0:
-                raise RuntimeError(f"strategy {self.cfg.strategy.name!r} asked for initial-policy rollouts after "
-                                   "training started but does not set needs_initial_policy = True")
-            generator = self.c.generator
-        groups = self.generate_sharded(generator, prompts, seed_parts, "initial")
-        self.ledger.record_generated([s for g in groups for s in g.samples])
-        return groups
-
-    def generate_sharded(self, generator, prompts: list, seed_parts: tuple, source: str = "fresh") -> list[Group]:
-        """Sample and score `prompts`, in fixed chunks of prompts each with its own seed, so the
-        samples do not depend on how many ranks share the work: each rank takes a contiguous share
-        of the chunks, scores what it sampled, and every rank gets all groups back in plan order
-        (what follows, compose, advantages, ledger, strategy, is then the same on every rank)."""
-        params = self.sampling()
-        per_chunk = max(1, self.cfg.rollout.micro_batch // params.n)
-        chunks = [prompts[i : i + per_chunk] for i in range(0, len(prompts), per_chunk)]
-        generator.model_for_scoring()  # distributed: the weight gather is collective, so every rank does it here
-        groups: list[Group] = []
-        with self.ledger.timed("generate" if source == "fresh" else "generate_initial"), self.diverged_if_non_finite():
-            for c in D.shard(list(range(len(chunks)))):
-                seed = derived_seed(*seed_parts, "chunk", c)
-                groups += [Group(p, s) for p, s in zip(chunks[c], generator.generate(chunks[c], params, seed=seed, source=source))]
-        self.score([s for g in groups for s in g.samples])
-        return D.all_gather_objects(groups) if D.world_size() > 1 else groups
-
-    @contextmanager
-    def diverged_if_non_finite(self):
-        """inf/NaN logits while sampling mean the weights diverged: say so, naming the update."""
-        try:
-            yield
-        except NonFiniteLogits as e:
-            raise TrainingDiverged(
-                f"the policy after update {self.update} produced non-finite logits while sampling ({e}); the last good "
-                f"checkpoint in {self.run_dir / 'checkpoints'} is kept. Lower trainer.lr or check the data."
-            ) from e
-
-    def sampling(self) -> SamplingParams:
-        r = self.cfg.rollout
-        return SamplingParams(self.cfg.budget.max_response_tokens, r.temperature, r.top_p, r.top_k, self.cfg.trainer.samples_per_prompt)
-
-    def score(self, samples: list[Sample]) -> None:
-        with self.ledger.timed("score"):
-            scored = self.objective.score(samples, self.scorers)
-            self.ledger.teacher_tokens_scored += int(D.all_reduce_sum(float(scored)))
-
     def run_iteration(self) -> dict[str, float]:
         t, ctx = self.cfg.trainer, self.context()
         start_version = self.update
@@ -256,7 +209,8 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
         refill: dict[str, float] = {}  # dynamic sampling's counts, for the train row
         tokens_before = self.ledger.tokens_generated
         if plan.fresh:
-            fresh, refill = self.generate_fresh(plan.fresh)
+            fresh, refill = self.generate_fresh(plan.fresh, plan.fresh_n)
+        fresh = fresh + self.generate_continuations(self.c.strategy.continuations(fresh, plan, ctx))
         gen_seconds = self.ledger.seconds.get("generate", 0.0) - before
         gen_tokens = self.ledger.tokens_generated - tokens_before  # every round of dynamic sampling
         initial = self.generate_initial(plan.initial, (t.seed, "initial", self.iteration)) if plan.initial else []
@@ -287,20 +241,6 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
             self.rows.write("strategy", self.update, self.iteration, strategy_metrics, ledger)
         return metrics
 
-    def attach_proximal(self, samples: list[Sample], version: int) -> None:
-        """Log-probs under the policy at the start of this iteration, for samples not generated by it
-        (replayed or stored ones); fresh samples' behaviour log-probs already are exactly that."""
-        stale = [s for s in samples if (s.source != "fresh" or s.policy_version != version)
-                 and (s.off_policy.ratio_base != "behaviour" or s.off_policy.is_cap is not None)]
-        if not stale or not self.objective.needs_proximal:
-            return
-        model = self.c.generator.model_for_scoring()  # distributed: a plain copy, no collectives
-        mb, temp = self.cfg.rollout.micro_batch, self.cfg.rollout.temperature
-        with self.ledger.timed("proximal"):
-            logps = D.sharded_map(lambda chunk: [lp for lp, _ in score_logprobs(model, chunk, self.pad_id, mb, temp)], stale, mb)
-        for s, logp in zip(stale, logps):
-            s.proximal_logprobs = logp
-
     def batch_metrics(self, groups: list[Group], gen_tokens: int, gen_seconds: float,
                       reasked: set[str] = frozenset()) -> dict[str, float]:
         samples = [s for g in groups for s in g.samples]
@@ -309,6 +249,8 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin):
             "truncation_rate": sum(s.truncated for s in samples) / len(samples),
             # replayed samples, and fresh samples of re-asked prompts (prompt replay reuses the prompt)
             "replay_fraction": sum(s.source != "fresh" or s.prompt.uid in reasked for s in samples) / len(samples),
+            # samples that continue a replayed prefix (their suffix is fresh; prefix replay)
+            "prefixed_fraction": sum(s.prefix is not None for s in samples) / len(samples),
             "batch_samples": float(len(samples)),
         }
         if gen_seconds > 0 and gen_tokens:
