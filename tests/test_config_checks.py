@@ -57,6 +57,18 @@ SILENT_BEFORE = [
     (["trainer=grpo", "teacher=none", "trainer.lr_schedule=linear"], "trainer.lr_schedule"),
     (["trainer=grpo", "teacher=none", "strategy=popo", "trainer.dynamic_sampling=true"], "trainer.dynamic_sampling"),
     (["trainer=grpo", "teacher=none", "strategy=repo", "strategy.loss_terms=both"], "strategy.loss_terms"),
+    # the next wave of strategies (issue 16)
+    (["trainer=grpo", "teacher=none", "strategy=hdl", "trainer.dynamic_sampling=true"], "trainer.dynamic_sampling"),
+    (["trainer=grpo", "teacher=none", "strategy=hdl", "strategy.roots=8"], "strategy.roots"),  # no continuation slot
+    (["trainer=grpo", "teacher=none", "strategy=hdl", "strategy.branches=7"], "strategy.branches"),
+    (["trainer=grpo", "teacher=none", "strategy=prefixrl", "strategy.schedule=constant", "strategy.shrink=0.8"],
+     "strategy.shrink"),
+    (["trainer=grpo", "teacher=none", "strategy=prefixrl", "trainer.is_cap=2"], "trainer.is_cap"),  # never replays
+    (["strategy=reopd", "teacher.kind=server", "teacher.server_url=http://x", "trainer=opd_sampled"], "strategy.pool"),
+    (["trainer=grpo", "teacher=none", "strategy=reopd"], "strategy"),  # OPD only
+    (["strategy=fifo", "strategy.generation_ratio=1.5"], "strategy.generation_ratio"),  # rollouts never trained
+    (["strategy=fopd", "strategy.f_min=1.0"], "strategy.f_min"),
+    (["trainer=grpo", "teacher=none", "strategy=depo", "strategy.threshold=0.3"], "strategy.threshold"),  # > max p(1-p)
 ]
 
 

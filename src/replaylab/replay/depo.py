@@ -50,6 +50,7 @@ class DEPO(ReplayStrategy):
     name = "depo"
     Config = DEPOConfig
     trainers = ("grpo",)
+    replays = False  # re-asked prompts get fresh rollouts
 
     def __init__(self, cfg: DEPOConfig):
         super().__init__(cfg)

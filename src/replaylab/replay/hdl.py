@@ -56,6 +56,8 @@ class HDL(ReplayStrategy):
         check(s.roots < n, "strategy.roots", f"{s.roots} roots leave no continuation slot in trainer.samples_per_prompt={n}")
         check(s.branches <= n - s.roots, "strategy.branches",
               f"{s.branches} branch points need at least as many continuation slots (samples_per_prompt - roots = {n - s.roots})")
+        check(not cfg.trainer.dynamic_sampling, "trainer.dynamic_sampling",
+              "would judge hdl's groups by their roots alone, before the continuations that complete them")
 
     def __init__(self, cfg: HDLConfig):
         super().__init__(cfg)

@@ -55,6 +55,7 @@ class PrefixRL(ReplayStrategy):
     name = "prefixrl"
     Config = PrefixRLConfig
     trainers = ("grpo",)
+    replays = False  # every trained sample is the current policy's (a continuation of a stored prefix)
 
     @classmethod
     def check_config(cls, cfg) -> None:

@@ -40,6 +40,7 @@ class ReOPD(ReplayStrategy):
     name = "reopd"
     Config = ReOPDConfig
     trainers = ("opd",)
+    replays = False  # every trained sample is the student's own (a continuation of a stored prefix)
 
     @classmethod
     def check_config(cls, cfg) -> None:

@@ -24,6 +24,7 @@ from replaylab.results.rows import RowWriter
 from replaylab.storage import CorruptCheckpoint
 from replaylab.training.budget import Ledger
 from replaylab.training.components import Components, derived_seed
+from replaylab.training.components import TrainingDiverged  # noqa: F401  (re-exported: callers catch it from here)
 from replaylab.training.compute import ComputeModel, non_embedding_params
 from replaylab.training.dynamic_sampling import DynamicSamplingMixin
 from replaylab.training.grad_stats import CountSketch
