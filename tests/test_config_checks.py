@@ -69,6 +69,12 @@ SILENT_BEFORE = [
     (["strategy=fifo", "strategy.generation_ratio=1.5"], "strategy.generation_ratio"),  # rollouts never trained
     (["strategy=fopd", "strategy.f_min=1.0"], "strategy.f_min"),
     (["trainer=grpo", "teacher=none", "strategy=depo", "strategy.threshold=0.3"], "strategy.threshold"),  # > max p(1-p)
+    (["trainer=grpo", "teacher=none", "strategy=depo", "trainer.dynamic_sampling=true"], "trainer.dynamic_sampling"),
+    (["trainer=grpo", "teacher=none", "strategy=depo", "strategy.replay_fraction=0.01"], "strategy.replay_fraction"),
+    (["trainer=grpo", "teacher=none", "strategy=depo", "strategy.replay_fraction=0", "strategy.min_visits=4"],
+     "strategy.min_visits"),
+    (["trainer=grpo", "teacher=none", "strategy=prefixrl", "trainer.dynamic_sampling=true"], "trainer.dynamic_sampling"),
+    (["strategy=fopd", "strategy.freshness=age", "strategy.alpha=2"], "strategy.f_min"),  # exp(-2) < 0.25: all cut
 ]
 
 

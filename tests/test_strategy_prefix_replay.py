@@ -53,10 +53,11 @@ def train_rows(path, metric: str) -> list[float]:
 
 def test_reopd_suffix_only_and_cuts_follow_kappa(run_train, monkeypatch):
     batches = spy_batches(monkeypatch)
-    summary, path = run_train(OPD + ["strategy=reopd"])
+    summary, path = run_train(OPD + ["strategy=reopd", "trainer.samples_per_prompt=2"])
     state = torch.load(path / "checkpoints" / "update_0000006.pt", weights_only=False)["strategy"]
     pool = state["pool"]
     assert len(pool) == 6 * 32 and all(s.source == "teacher" for s in pool.values())
+    assert summary["teacher_trajectories"] == len(pool)  # one stored answer per prompt, whatever samples_per_prompt
     trained = [s for b in batches for s in b]
     prefixed = [s for s in trained if s.prefix is not None]
     assert 0 < len(prefixed) < len(trained)
@@ -104,8 +105,10 @@ def test_reopd_teacher_scores_suffix_in_prefix_context(run_train, monkeypatch):
     start = len(s.context_ids)
     by_hand = logp[start - 1 : start - 1 + s.num_tokens].gather(-1, s.response_ids.unsqueeze(-1)).squeeze(-1)
     torch.testing.assert_close(s.teacher_logprobs.float(), by_hand, atol=1e-4, rtol=0)
-    [(lp, _)] = score_logprobs(captured["teacher"], [s.replayed()], 0, 4)  # the prompt alone would differ
-    assert s.prefix.num_tokens > 0 and lp.shape == s.teacher_logprobs.shape
+    alone = s.replayed()
+    alone.prefix = None  # the same suffix scored after the prompt alone: the prefix really is context
+    [(lp, _)] = score_logprobs(captured["teacher"], [alone], 0, 4)
+    assert (lp - s.teacher_logprobs.float()).abs().max() > 1e-3
 
 
 def test_prefixrl_prefixes_hard_prompts_from_correct_traces(run_train, monkeypatch):

@@ -47,7 +47,9 @@ class OPDFullReverseKL(TeacherScored):
         logits = response_logits(model, batch)
         weights = behaviour_weights(samples, width, None)  # loss weights only: no ratio to cap here
         weights = weights.to(device) if weights is not None else None
-        fresh, fresh_metrics = freshness_weights(samples, token_logprobs(logits, batch.response_ids), batch.response_mask)
+        # freshness compares log-probs at the rollout temperature, the one the behaviour log-probs have
+        fresh, fresh_metrics = freshness_weights(samples, token_logprobs(logits, batch.response_ids, self.temperature),
+                                                 batch.response_mask)
         if fresh is not None:
             weights = fresh if weights is None else weights * fresh
         loss, metrics = opd_full_rkl_loss(logits, teacher, batch.response_mask, aggregation=self.cfg.aggregation,

@@ -117,6 +117,8 @@ class ReplayStrategy:
     # Who writes the rollouts `initial_prompts` asks for: the frozen initial policy, or the teacher
     # (ReOPD's prefix pool; needs a local teacher). An instance may set it from its config.
     initial_from: str = "initial"
+    # Rollouts per prompt for `initial_prompts` (None: trainer.samples_per_prompt); ReOPD's pool needs one.
+    initial_samples: int | None = None
 
     @classmethod
     def check_config(cls, cfg: Any) -> None:

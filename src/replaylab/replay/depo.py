@@ -52,6 +52,19 @@ class DEPO(ReplayStrategy):
     trainers = ("grpo",)
     replays = False  # re-asked prompts get fresh rollouts
 
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        super().check_config(cfg)
+        s, P = cfg.strategy, cfg.trainer.prompts_per_iteration
+        check(not cfg.trainer.dynamic_sampling, "trainer.dynamic_sampling",
+              "drops the all-correct and all-wrong groups before depo sees them, so their prompts never become "
+              "unexplorable and the filter never acts")
+        if int(P * s.replay_fraction) == 0:
+            key = "strategy.replay_fraction" if s.replay_fraction > 0 else "strategy.min_visits"
+            check(s.replay_fraction == 0 and s.min_visits == DEPOConfig.min_visits, key,
+                  f"replay_fraction={s.replay_fraction} leaves no re-ask slot in {P} prompts per iteration: "
+                  "min_visits and the re-asking have no effect")
+
     def __init__(self, cfg: DEPOConfig):
         super().__init__(cfg)
         self.pass_rate: dict[str, float] = {}  # uid -> last observed pass rate

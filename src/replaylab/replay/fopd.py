@@ -7,10 +7,12 @@ an asynchronous rollout queue whose samples lag the learner. Each trained sample
 freshness, how far the policy has moved on its own tokens:
 
     freshness = "logprob":  f_i = exp(-alpha * mean_t |log pi_theta(y_t) - log mu(y_t)|)
-    freshness = "age":      f_i = exp(-alpha * (update - policy_version))
+    freshness = "age":      f_i = exp(-alpha * age), age in iterations (updates since generated
+                            / updates per iteration: a sample of the previous iteration is 1 old)
 
 pi_theta is the policy the loss is taken under (the log-probs come from the loss's own forward,
-detached: no extra pass), mu the stored behaviour policy; fresh samples start at f = 1. The loss
+detached: no extra pass), mu the stored behaviour policy; fresh samples start at f = 1 (with an in-process engine; vLLM's
+log-probs differ from the trainer's by its kernels, so f is a little below 1 there). The loss
 weight of a sample is f_i; a sample with f_i < `f_min` gets weight 0 ("logprob": it stays in the
 loss's normaliser, as a clipped row does) or is left out of the batch ("age": known before the
 forward). The teacher's scores are cached with the sample, so a replayed sample costs no teacher
@@ -31,8 +33,8 @@ from replaylab.types import Group
 @dataclass
 class FOPDConfig(FIFOConfig):
     name: str = knob("fopd", "OPD from a buffer of stale samples, each weighted by its freshness (f-OPD, arXiv 2605.17862)")
-    freshness: str = knob("logprob", "logprob: exp(-alpha x mean token |log pi_theta - log mu|) | age: exp(-alpha x updates since generated)")
-    alpha: float = knob(10.0, "freshness decay (per nat of mean log-prob drift, or per update of age); chosen, not from the paper")
+    freshness: str = knob("logprob", "logprob: exp(-alpha x mean token |log pi_theta - log mu|) | age: exp(-alpha x iterations since generated)")
+    alpha: float = knob(10.0, "freshness decay (per nat of mean log-prob drift, or per iteration of age); chosen, not from the paper")
     f_min: float = knob(0.25, "samples fresher than this are trained; below it their weight is 0 (chosen)")
 
     def __post_init__(self) -> None:
@@ -48,6 +50,14 @@ class FOPD(FIFO):
     Config = FOPDConfig
     trainers = ("opd",)
 
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        super().check_config(cfg)
+        s = cfg.strategy
+        check(s.freshness != "age" or math.exp(-s.alpha) >= s.f_min, "strategy.f_min",
+              f"{s.f_min} cuts every sample older than this iteration (age 1 weighs exp(-alpha={s.alpha}) = "
+              f"{math.exp(-s.alpha):.3f}): replay would do nothing")
+
     def compose(self, fresh: list[Group], initial: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
         out = []
         self.age_cut = 0
@@ -58,7 +68,7 @@ class FOPD(FIFO):
                     s.off_policy = replace(s.off_policy, freshness_alpha=self.cfg.alpha, freshness_min=self.cfg.f_min)
                     kept.append(s)
                     continue
-                f = math.exp(-self.cfg.alpha * (ctx.update - s.policy_version))
+                f = math.exp(-self.cfg.alpha * (ctx.update - s.policy_version) / ctx.updates_per_iteration)
                 if f >= self.cfg.f_min:
                     s.off_policy = replace(s.off_policy, loss_weight=f)
                     kept.append(s)

@@ -8,8 +8,9 @@ a hindsight score, the change of its log-likelihood when the outcome is known:
 
 with the hint the gold answer written before the prompt (`hint`, "The answer is {answer}. " by
 default; our choice of conditioning, which works for any chat template because it precedes it).
-The plain term is the root's behaviour log-prob (it was just sampled by this policy); the hinted
-one costs one no-grad forward over the roots (`ctx.logprobs`, timed as strategy_scoring). The
+Both terms come from no-grad forwards of the trainer's policy over the roots (`ctx.logprobs`, timed
+as strategy_scoring and counted with training FLOPs), not from the behaviour log-probs, which an
+engine such as vLLM computes with other kernels and after top-k / top-p. The
 `branches` positions with the largest |delta_t| over the prompt's roots (at least one token before
 and one after) are the branch points; the remaining samples_per_prompt - roots slots are split
 evenly over them, each a continuation of root[:position] that trains on its suffix only. The group
@@ -67,21 +68,25 @@ class HDL(ReplayStrategy):
         return Plan(fresh=ctx.stream.take(ctx.prompts_per_iteration), fresh_n=self.cfg.roots)
 
     def hindsight(self, roots: list[Sample], ctx: StepContext) -> list[torch.Tensor]:
-        """delta_t per root: hinted minus plain log-prob of each token."""
+        """delta_t per root: hinted minus plain log-prob of each token, both from the trainer's own
+        forward (not the behaviour log-probs, which an engine such as vLLM computes with other kernels
+        and after top-k / top-p: their mismatch would enter the ranking)."""
         hinted = []
         for s in roots:
             hint = tuple(ctx.tokenizer(self.cfg.hint.format(answer=s.prompt.answer), add_special_tokens=False)["input_ids"])
             copy = s.replayed(source=s.source)
             copy.prompt = replace(s.prompt, token_ids=hint + s.prompt.token_ids)
             hinted.append(copy)
-        return [h - s.behaviour_logprobs for h, s in zip(ctx.logprobs(hinted), roots)]
+        both = ctx.logprobs(hinted + list(roots))
+        return [h - p for h, p in zip(both[: len(roots)], both[len(roots) :])]
 
     def continuations(self, fresh: list[Group], plan: Plan, ctx: StepContext) -> list[Continuation]:
         roots = [s for g in fresh for s in g.samples]
         deltas = dict(zip((s.sample_id for s in roots), self.hindsight(roots, ctx)))
         slots = ctx.samples_per_prompt - self.cfg.roots
         requests, self.branch_at, self.branch_delta, self.all_delta = [], [], [], []
-        for g in fresh:
+        self.owner = []  # per request, the index of its root group (compose merges by position, not uid)
+        for index, g in enumerate(fresh):
             candidates = []  # (|delta|, root index, position): branch before token `position`
             for i, s in enumerate(g.samples):
                 d = deltas[s.sample_id].abs()
@@ -95,17 +100,17 @@ class HDL(ReplayStrategy):
                 n = slots // len(points) + (k < slots % len(points))
                 root = g.samples[i]
                 requests.append(Continuation(g.prompt, cut(root, j), n))
+                self.owner.append(index)
                 self.saved_tokens += j * n
                 self.branch_at.append(j / root.num_tokens)
                 self.branch_delta.append(score)
         return requests
 
     def compose(self, fresh: list[Group], initial: list[Group], plan: Plan, ctx: StepContext) -> list[Group]:
-        roots = fresh[: len(plan.fresh)]
-        merged = {g.prompt.uid: Group(g.prompt, list(g.samples)) for g in roots}
-        for g in fresh[len(plan.fresh) :]:
-            merged[g.prompt.uid].samples += g.samples
-        return list(merged.values())
+        merged = [Group(g.prompt, list(g.samples)) for g in fresh[: len(plan.fresh)]]
+        for owner, g in zip(self.owner, fresh[len(plan.fresh) :]):
+            merged[owner].samples += g.samples
+        return merged
 
     def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
         roots = [s for g in groups for s in g.samples if s.prefix is None]
@@ -118,8 +123,8 @@ class HDL(ReplayStrategy):
         if conts:
             metrics["hdl_continuation_pass_rate"] = sum(s.reward or 0.0 for s in conts) / len(conts)
             metrics["hdl_branch_position_mean"] = sum(self.branch_at) / len(self.branch_at)
-            metrics["hdl_branch_delta_mean"] = sum(self.branch_delta) / len(self.branch_delta)
-            metrics["hdl_token_delta_mean"] = sum(self.all_delta) / len(self.all_delta)
+            metrics["hdl_branch_abs_delta_mean"] = sum(self.branch_delta) / len(self.branch_delta)
+            metrics["hdl_token_abs_delta_mean"] = sum(self.all_delta) / len(self.all_delta)
         return metrics
 
     def state_dict(self) -> dict:

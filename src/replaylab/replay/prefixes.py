@@ -30,10 +30,12 @@ def step_end_ids(tokenizer, ends) -> frozenset[int]:
     return _end_ids(tokenizer, tuple(ends))
 
 
-def step_boundaries(ids: torch.Tensor, end_ids: frozenset[int]) -> list[int]:
-    """Cut positions (prefix lengths) after each step-ending token, the last token excluded."""
+def step_boundaries(ids: torch.Tensor, end_ids: frozenset[int], eos_id: int | None = None) -> list[int]:
+    """Cut positions (prefix lengths) after each step-ending token, leaving at least one token that
+    is not EOS to continue ("....<eos>" has no final step made of EOS alone)."""
     tokens = ids.tolist()
-    return [j + 1 for j, tok in enumerate(tokens[:-1]) if tok in end_ids]
+    last = len(tokens) - (1 if tokens and tokens[-1] == eos_id else 0)  # the real answer ends here
+    return [j + 1 for j, tok in enumerate(tokens[: last - 1]) if tok in end_ids]
 
 
 def step_decay_probs(steps: int, kappa: float) -> list[float]:

@@ -61,6 +61,9 @@ class PrefixRL(ReplayStrategy):
     def check_config(cls, cfg) -> None:
         super().check_config(cfg)
         s = cfg.strategy
+        check(not cfg.trainer.dynamic_sampling, "trainer.dynamic_sampling",
+              "would filter only prefixrl's unprefixed groups, and its refills draw prompts past the ones whose "
+              "traces were collected up front")
         for key in ("shrink", "shrink_at", "min_fraction"):
             check(s.schedule == "adaptive" or getattr(s, key) == getattr(PrefixRLConfig, key), f"strategy.{key}",
                   "acts only with strategy.schedule=adaptive")

@@ -51,6 +51,7 @@ class ReOPD(ReplayStrategy):
     def __init__(self, cfg: ReOPDConfig):
         super().__init__(cfg)
         self.initial_from = cfg.pool
+        self.initial_samples = 1  # one stored answer per prompt: the pool
         self.pool: dict = {}  # uid -> the stored trajectory (a Sample)
         self.tally: dict[str, int] = {}  # "K,t" -> rows cut before step t of a K-step trajectory
         self.saved_tokens = 0
@@ -68,7 +69,7 @@ class ReOPD(ReplayStrategy):
         fresh, cont, cuts, prefix_tokens = [], [], [], 0
         for prompt in ctx.stream.take(ctx.prompts_per_iteration):
             stored = self.pool.get(prompt.uid)
-            bounds = step_boundaries(stored.response_ids, ends) if stored is not None else []
+            bounds = step_boundaries(stored.response_ids, ends, ctx.tokenizer.eos_token_id) if stored is not None else []
             t = draw_step(len(bounds) + 1, self.cfg.kappa, ctx.rng)
             key = f"{len(bounds) + 1},{t}"
             self.tally[key] = self.tally.get(key, 0) + 1

@@ -90,7 +90,9 @@ def continue_prefixes(generator: Generator, prompts: list[Prompt], prefixes: lis
     `max_new_tokens - K` tokens and is truncated there (it is decoded with the longest remaining
     budget of the call and cut afterwards, which samples the same distribution: later tokens never
     change earlier ones). Each sample's response, behaviour log-probs and length are the suffix's;
-    the prefix rides on `Sample.prefix` and its prompt stays the original question."""
+    the prefix rides on `Sample.prefix` and its prompt stays the original question. The tokens decoded
+    past a pair's own limit are dropped and counted nowhere (the ledger counts what was kept): the
+    price of one batched call instead of one per prefix length."""
     if len(prompts) != len(prefixes):
         raise ValueError(f"{len(prompts)} prompts but {len(prefixes)} prefixes")
     limits = [params.max_new_tokens - p.num_tokens for p in prefixes]
@@ -102,6 +104,7 @@ def continue_prefixes(generator: Generator, prompts: list[Prompt], prefixes: lis
     for prompt, prefix, limit, group in zip(prompts, prefixes, limits, groups):
         for s in group:
             if s.num_tokens > limit:
-                s.response_ids, s.behaviour_logprobs, s.truncated = s.response_ids[:limit], s.behaviour_logprobs[:limit], True
+                s.response_ids, s.behaviour_logprobs = s.response_ids[:limit].clone(), s.behaviour_logprobs[:limit].clone()
+                s.truncated = True
             s.prompt, s.prefix, s.sample_id = prompt, prefix, f"cont-{s.sample_id}"
     return groups

@@ -80,7 +80,7 @@ class Ledger:
             else:
                 self.fresh_trajectories += 1
             self.tokens_generated += s.num_tokens
-            key = str(s.policy_version)
+            key = "teacher" if s.source == "teacher" else str(s.policy_version)
             self.trajectories_by_version[key] = self.trajectories_by_version.get(key, 0) + 1
 
     def record_teacher(self, tokens: int, flops: float = 0.0) -> None:

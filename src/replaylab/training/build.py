@@ -136,13 +136,11 @@ def build_components(cfg: Config) -> Components:
     # The initial policy samples through an in-process generator even when rollouts use vLLM: a second
     # colocated engine would need its own GPU memory budget. On resume the policy is loaded from its
     # initial weights before the checkpoint overwrites it, so this copy is the same either way.
-    from replaylab.rollout.local import local_generator
-
-    engine = "fast" if cfg.rollout.engine == "fast" else "hf"
     initial_generator = None
     if initial is not None:
+        from replaylab.rollout.local import local_generator
+
+        engine = "fast" if cfg.rollout.engine == "fast" else "hf"
         initial_generator = local_generator(engine, initial, tokenizer, cfg.rollout.micro_batch)
-    if strategy.initial_from == "teacher":  # the strategy's store is written by the (local) teacher
-        initial_generator = local_generator(engine, teacher.distribution_model(), tokenizer, cfg.rollout.micro_batch)
     return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref, initial_generator,
                       objective)

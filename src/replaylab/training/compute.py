@@ -96,10 +96,5 @@ class ComputeModel:
 
 
 def context_tokens(sample) -> int:
-    """The tokens a sample's response is conditioned on: its prompt, plus a stored prefix it continues
-    (`Sample.context_ids` where samples have it; else the prompt plus a `prefix_ids` tensor, if any)."""
-    context = getattr(sample, "context_ids", None)
-    if context is not None:
-        return len(context)
-    prefix_ids = getattr(sample, "prefix_ids", None)
-    return len(sample.prompt.token_ids) + (len(prefix_ids) if prefix_ids is not None else 0)
+    """The tokens a sample's response is conditioned on: its prompt, plus a stored prefix it continues."""
+    return len(sample.prompt.token_ids) + (sample.prefix.num_tokens if sample.prefix is not None else 0)

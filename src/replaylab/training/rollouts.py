@@ -28,25 +28,36 @@ class RolloutsMixin:
             return D.sharded_map(lambda chunk: [lp for lp, _ in score_logprobs(model, chunk, self.pad_id, mb, temp)], samples, mb)
 
     def build_initial_store(self) -> None:
-        """Initial-policy rollouts a strategy asked for, generated once before any update."""
-        prompts = self.c.strategy.initial_prompts(self.c.stream, self.context())
+        """The rollouts a strategy asked for before any update (`initial_prompts`), `initial_samples`
+        per prompt: by the initial policy, or by the teacher for a strategy whose `initial_from` is
+        "teacher" (through an in-process engine over the local teacher, dropped once the pool is built)."""
+        strategy = self.c.strategy
+        prompts = strategy.initial_prompts(self.c.stream, self.context())
         if not prompts:
             return
-        source = "teacher" if self.c.strategy.initial_from == "teacher" else "initial"
-        groups = self.generate_initial(prompts, (self.cfg.trainer.seed, "initial"), source)
-        self.c.strategy.receive_initial(groups)
+        seed, n = (self.cfg.trainer.seed, "initial"), strategy.initial_samples
+        if strategy.initial_from != "teacher":
+            groups = self.generate_initial(prompts, seed, n=n)
+        else:
+            from replaylab.rollout.local import local_generator
 
-    def generate_initial(self, prompts: list, seed_parts: tuple, source: str = "initial") -> list[Group]:
-        """Initial-policy rollouts: from the frozen copy if the strategy asked for one, else from the
-        policy itself, which is still the initial policy before the first update. With source
-        "teacher", the teacher's rollouts (a strategy whose `initial_from` is "teacher")."""
-        generator = self.c.initial_generator
+            engine = "fast" if self.cfg.rollout.engine == "fast" else "hf"
+            teacher = local_generator(engine, self.c.teacher.distribution_model(), self.c.tokenizer, self.cfg.teacher.micro_batch)
+            groups = self.generate_initial(prompts, seed, "teacher", n=n, generator=teacher)
+        strategy.receive_initial(groups)
+
+    def generate_initial(self, prompts: list, seed_parts: tuple, source: str = "initial", n: int | None = None,
+                         generator=None) -> list[Group]:
+        """Initial-policy rollouts (`n` per prompt, None: trainer.samples_per_prompt): from the frozen
+        copy if the strategy asked for one, else from the policy itself, which is still the initial
+        policy before the first update; or from `generator` (the teacher's pool, source "teacher")."""
+        generator = generator or self.c.initial_generator
         if generator is None:
             if self.update != 0:
                 raise RuntimeError(f"strategy {self.cfg.strategy.name!r} asked for initial-policy rollouts after "
                                    "training started but does not set needs_initial_policy = True")
             generator = self.c.generator
-        groups = self.generate_sharded(generator, prompts, seed_parts, source)
+        groups = self.generate_sharded(generator, prompts, seed_parts, source, n=n)
         self.ledger.record_generated([s for g in groups for s in g.samples])
         return groups
 
