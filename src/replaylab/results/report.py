@@ -87,6 +87,8 @@ def ledger_line(rows: list[Mapping[str, Any]]) -> str:
     parts = [f"{last.get('ledger_updates', 0)} updates", f"{last.get('ledger_trajectories', 0)} trajectories"]
     if last.get("ledger_teacher_tokens_scored"):
         parts.append(f"{last['ledger_teacher_tokens_scored']} teacher tokens")
+    if last.get("ledger_flops_total"):
+        parts.append(f"{last['ledger_flops_total']:.2g} FLOPs (estimated)")
     if last.get("ledger_wall_time") is not None:
         parts.append(f"{last['ledger_wall_time']:.0f} s in the training loop")
     return ", ".join(parts)
