@@ -122,7 +122,7 @@ def grid(df: pd.DataFrame, panels: list[tuple[str, str, str | None]], title: str
 
 def accuracy_vs_compute(df: pd.DataFrame, title: str, metric: str = "avg@k", benchmark: str = "mean"):
     """Evaluation `metric` against the compute spent to reach it: x = the eval rows' ledger
-    `flops_total` (estimated FLOPs, `replaylab.training.compute`; log scale), one panel per response
+    `flops_total` (estimated FLOPs, `replaylab.training.compute`; log scale across decades), one panel per response
     budget, a line per strategy through its evaluations, each point the mean over data orders of
     both (band: the tables' 95% t-interval of the metric). Evaluations at zero compute (before any
     rollout) are left out, as is everything when no eval row has the compute ledger (rows from
@@ -147,8 +147,12 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str, metric: str = "avg@k", ben
         for strategy, c in data[data["budget"] == budget].groupby("strategy"):
             ax.plot(c["flops"], c["mean"], marker=".", color=colors[strategy], label=strategy)
             ax.fill_between(c["flops"], c["ci_low"], c["ci_high"], color=colors[strategy], alpha=0.2, linewidth=0)
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # a narrow range would label every minor tick
+        span = data.loc[data["budget"] == budget, "flops"]
+        if span.max() > 10 * span.min():  # log scale only across decades; within one it labels a single tick
+            ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # a narrow range would label every minor tick
+        else:
+            ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
         ax.set_title(str(budget), fontsize=9)
         ax.set_xlabel("compute (estimated FLOPs)")
         ax.set_ylabel(f"{metric}{' (%)' if '@' in metric else ''}" + (f"\n({benchmark})" if benchmark else ""), fontsize=8)
