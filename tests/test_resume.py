@@ -39,9 +39,11 @@ def only_run(root):
 
 
 # R-OPD: every comparison hits; windows of one update after no warm-up: replay from iteration 3.
+# ReOPD: a teacher-written prefix pool in the strategy state, continuations in every batch.
 @pytest.mark.parametrize("extra", [["trainer=opd"], ["trainer=opd", "strategy=ropd", "strategy.tolerance=1e9",
-                                                     "trainer.warmup_updates=0", "strategy.window=1"]],
-                         ids=["opd-current", "ropd-mid-replay"])
+                                                     "trainer.warmup_updates=0", "strategy.window=1"],
+                                   ["trainer=opd", "strategy=reopd"]],
+                         ids=["opd-current", "ropd-mid-replay", "reopd-prefix-pool"])
 def test_sigkill_then_rerun_reproduces_rows(tmp_path, extra):
     full = tmp_path / "full"
     subprocess.run(train_cmd(full, extra), check=True, capture_output=True)
