@@ -135,6 +135,33 @@ def test_fopd_age_mode_weights_and_cuts(run_train, monkeypatch):
     assert cut > 0, "no sample was old enough to be cut: the f_min rule went untested"
 
 
+def test_fifo_behaviour_anchor_skips_the_proximal_recompute(run_train, monkeypatch):
+    """ratio_base=behaviour: replayed samples keep their stored behaviour log-probs as the ratio's
+    anchor, so the trainer computes no proximal log-probs (and the ledger counts no such forward)."""
+    from replaylab.objectives.inputs import old_logprobs
+    from replaylab.training.trainer import Trainer
+
+    token_rewards(monkeypatch, 3)
+    real, seen = Trainer.attach_proximal, []
+
+    def spy(self, samples, version):
+        real(self, samples, version)
+        seen.append([(s.source, s.proximal_logprobs is not None, old_logprobs(s) is s.behaviour_logprobs) for s in samples])
+
+    monkeypatch.setattr(Trainer, "attach_proximal", spy)
+    runs = {}
+    for anchor in ("proximal", "behaviour"):
+        seen.clear()
+        runs[anchor] = run_train(GRPO + ["strategy=fifo", f"strategy.ratio_base={anchor}"])[0]
+        replayed = [x for batch in seen for x in batch if x[0] == "replay"]
+        assert replayed, "nothing was replayed: the test has no power"
+        if anchor == "behaviour":
+            assert all(not prox and anchored for _, prox, anchored in replayed)
+        else:
+            assert all(prox and not anchored for _, prox, anchored in replayed)
+    assert runs["behaviour"]["flops_training"] < runs["proximal"]["flops_training"]  # the skipped forwards
+
+
 @pytest.mark.parametrize("overrides", [GRPO + ["strategy=fifo", "strategy.buffer_batches=1"], OPD + ["strategy=fopd"]],
                          ids=["fifo", "fopd"])
 def test_buffer_strategies_resume_exactly(run_train, monkeypatch, tmp_path, overrides):

@@ -88,6 +88,12 @@ def check_strategy(cfg, strategy_cls) -> None:
     if not strategy_cls.replays:
         check(t.is_cap is None, "trainer.is_cap",
               f"{t.is_cap!r} has no effect: strategy {cfg.strategy.name!r} never trains on replayed samples")
+    if getattr(cfg.strategy, "ratio_base", "proximal") == "behaviour":  # fifo, fopd
+        check(OBJECTIVES[cfg.trainer.objective].needs_proximal, "strategy.ratio_base",
+              f"'behaviour' has no effect: trainer.objective={cfg.trainer.objective} takes no ratio")
+        check(cfg.trainer.is_cap is None, "trainer.is_cap",
+              "has no effect with strategy.ratio_base=behaviour: its weight min(pi_prox / mu, cap) needs the proximal "
+              "log-probs that the behaviour anchor does not compute")
     strategy_cls.check_config(cfg)
 
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from replaylab.config_fields import check, knob
+from replaylab.config_fields import check, check_choice, knob
 from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
-from replaylab.types import Group
+from replaylab.types import Group, OffPolicy
 
 
 @dataclass
@@ -33,8 +33,13 @@ class FIFOConfig(StrategyConfig):
                                         "(rounded up); 1 = a fresh batch every iteration (each group then trained about "
                                         "once on average, the buffer only reorders)")
     buffer_batches: int = knob(2, "N in batches: the buffer keeps the newest buffer_batches x prompts_per_iteration groups")
+    ratio_base: str = knob("proximal", "anchor of a replayed sample's PPO ratio: proximal (recomputed under the policy at "
+                                       "the start of the iteration, replaylab's decoupled default: one extra forward per "
+                                       "replayed sample) | behaviour (the stored behaviour log-probs, as asynchronous PPO "
+                                       "does: no recompute)")
 
     def __post_init__(self) -> None:
+        check_choice(self.ratio_base, "strategy.ratio_base", ["proximal", "behaviour"])
         check(0 < self.generation_ratio <= 1, "strategy.generation_ratio",
               f"must be in (0, 1], got {self.generation_ratio}: above 1 groups would be generated and never trained on")
         check(self.buffer_batches >= 1, "strategy.buffer_batches", f"must be >= 1, got {self.buffer_batches}")
@@ -80,10 +85,16 @@ class FIFO(ReplayStrategy):
             item = self.buffer[i]
             item.uses += 1
             # this iteration's own groups are trained as generated; older ones as replay copies
-            out.append(by_seq.get(item.seq) or Group(item.group.prompt, [s.replayed() for s in item.group.samples],
+            out.append(by_seq.get(item.seq) or Group(item.group.prompt, [self.replay_copy(s) for s in item.group.samples],
                                                     item.group.baseline_labels))
         self.last_picks = [self.buffer[i].seq for i in picks]
         return out
+
+    def replay_copy(self, sample):
+        copy = sample.replayed()
+        if self.cfg.ratio_base == "behaviour":
+            copy.off_policy = OffPolicy(ratio_base="behaviour")  # (trainer.is_cap with it is a config error)
+        return copy
 
     def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
         # the staleness of what was trained is in the train rows (training/provenance.py)
