@@ -27,6 +27,7 @@ does), the cap of a truncated decoupled weight min(pi_prox / mu, cap) (POPO) and
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
@@ -153,6 +154,14 @@ class ReplayStrategy:
 
     def load_state_dict(self, state: dict) -> None:
         pass
+
+
+def run_prompts(stream: PromptStream, ctx: StepContext) -> list[Prompt]:
+    """Every distinct prompt the rest of the run will draw (ceil(updates left / updates per
+    iteration) iterations of the data order), in order: what a strategy whose store is built before
+    training (RLEP's pool, ReOPD's prefixes, PrefixRL's traces) collects for."""
+    iterations = math.ceil((ctx.max_updates - ctx.update) / ctx.updates_per_iteration)
+    return list({p.uid: p for p in stream.peek(iterations * ctx.prompts_per_iteration)}.values())
 
 
 STRATEGIES: dict[str, type[ReplayStrategy]] = {}

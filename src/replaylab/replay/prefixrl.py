@@ -21,11 +21,10 @@ prefixed (`prefixrl_graduated_pass_rate`), and the mean f.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from replaylab.config_fields import check, check_choice, knob
-from replaylab.replay.base import Continuation, Plan, PromptStream, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
+from replaylab.replay.base import Continuation, Plan, PromptStream, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy, run_prompts
 from replaylab.replay.prefixes import cut
 from replaylab.types import Group, Prompt
 
@@ -76,8 +75,7 @@ class PrefixRL(ReplayStrategy):
         self.ever_prefixed: set[str] = set()
 
     def initial_prompts(self, stream: PromptStream, ctx: StepContext) -> list[Prompt]:
-        iterations = math.ceil((ctx.max_updates - ctx.update) / ctx.updates_per_iteration)
-        return list({p.uid: p for p in stream.peek(iterations * ctx.prompts_per_iteration)}.values())
+        return run_prompts(stream, ctx)
 
     def receive_initial(self, groups: list[Group]) -> None:
         for g in groups:

@@ -13,11 +13,10 @@ answer here. Rows report the prefix tokens the student did not have to generate.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from replaylab.config_fields import check, check_choice, knob
-from replaylab.replay.base import Continuation, Plan, PromptStream, ReplayStrategy, StepContext, StrategyConfig, register_strategy
+from replaylab.replay.base import Continuation, Plan, PromptStream, ReplayStrategy, StepContext, StrategyConfig, register_strategy, run_prompts
 from replaylab.replay.prefixes import cut, draw_step, step_boundaries, step_end_ids
 from replaylab.types import Group, Prompt
 
@@ -57,8 +56,7 @@ class ReOPD(ReplayStrategy):
         self.saved_tokens = 0
 
     def initial_prompts(self, stream: PromptStream, ctx: StepContext) -> list[Prompt]:
-        iterations = math.ceil((ctx.max_updates - ctx.update) / ctx.updates_per_iteration)
-        return list({p.uid: p for p in stream.peek(iterations * ctx.prompts_per_iteration)}.values())
+        return run_prompts(stream, ctx)
 
     def receive_initial(self, groups: list[Group]) -> None:
         for g in groups:

@@ -21,11 +21,10 @@ More collection samples would need the trainer to accept a per-strategy sample c
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from replaylab.config_fields import check, knob
-from replaylab.replay.base import Plan, PromptStream, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
+from replaylab.replay.base import Plan, PromptStream, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy, run_prompts
 from replaylab.replay.buffer import PromptBuffer
 from replaylab.types import Group, OffPolicy, Prompt
 
@@ -53,10 +52,7 @@ class RLEP(ReplayStrategy):
         self.collected_prompts = 0
 
     def initial_prompts(self, stream: PromptStream, ctx: StepContext) -> list[Prompt]:
-        """Every distinct prompt the run will draw: ceil(max_updates / updates per iteration) iterations."""
-        iterations = math.ceil((ctx.max_updates - ctx.update) / ctx.updates_per_iteration)
-        unique = {p.uid: p for p in stream.peek(iterations * ctx.prompts_per_iteration)}
-        return list(unique.values())
+        return run_prompts(stream, ctx)
 
     def receive_initial(self, groups: list[Group]) -> None:
         self.collected_prompts = len(groups)

@@ -16,3 +16,9 @@ def local_generator(engine: str, model: nn.Module | None, tokenizer, micro_batch
 
         return HFGenerator(model, tokenizer, micro_batch=micro_batch)
     raise ValueError(f"rollout.engine={engine!r} is not an in-process engine (fast, hf)")
+
+
+def in_process_engine(engine: str) -> str:
+    """The in-process engine for a frozen copy (initial policy, teacher pool) beside `engine`: the same
+    one, except under vLLM, whose second colocated engine would need its own GPU memory budget."""
+    return "fast" if engine == "fast" else "hf"

@@ -138,9 +138,8 @@ def build_components(cfg: Config) -> Components:
     # initial weights before the checkpoint overwrites it, so this copy is the same either way.
     initial_generator = None
     if initial is not None:
-        from replaylab.rollout.local import local_generator
+        from replaylab.rollout.local import in_process_engine, local_generator
 
-        engine = "fast" if cfg.rollout.engine == "fast" else "hf"
-        initial_generator = local_generator(engine, initial, tokenizer, cfg.rollout.micro_batch)
+        initial_generator = local_generator(in_process_engine(cfg.rollout.engine), initial, tokenizer, cfg.rollout.micro_batch)
     return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref, initial_generator,
                       objective)

@@ -39,10 +39,9 @@ class RolloutsMixin:
         if strategy.initial_from != "teacher":
             groups = self.generate_initial(prompts, seed, n=n)
         else:
-            from replaylab.rollout.local import local_generator
+            from replaylab.rollout.local import in_process_engine, local_generator
 
-            engine = "fast" if self.cfg.rollout.engine == "fast" else "hf"
-            teacher = local_generator(engine, self.c.teacher.distribution_model(), self.c.tokenizer, self.cfg.teacher.micro_batch)
+            teacher = local_generator(in_process_engine(self.cfg.rollout.engine), self.c.teacher.distribution_model(), self.c.tokenizer, self.cfg.teacher.micro_batch)
             groups = self.generate_initial(prompts, seed, "teacher", n=n, generator=teacher)
         strategy.receive_initial(groups)
 
