@@ -13,7 +13,7 @@ SWEEP := $(TRAIN) -m
 # tiny-table-rlep, tiny-table-budget-axes, tiny-table-reopd, tiny-table-prefixrl, tiny-table-hdl,
 # tiny-table-fifo (compute-matched), tiny-table-fopd, tiny-table-depo, and the same without `tiny-`
 # at full scale.
-.PHONY: install run test tiny bench clean notebooks tiny-table-budget-axes table-budget-axes
+.PHONY: install run test tiny bench clean notebooks tiny-table-budget-axes table-budget-axes tiny-claims
 
 install: $(VENV)/.installed
 
@@ -68,6 +68,14 @@ tiny-table-budget-axes: install  ## queries per iteration x resampling period, c
 table-budget-axes: install
 	$(SWEEP) +sweep=budget_axes $(ARGS)
 	$(VENV)/bin/replaylab table runs/budget_axes $(AXES_TABLE)
+
+# The claims report: every tiny sweep a seed-paper claim reads, then `replaylab claims` over their runs
+# (reports/tiny_claims.md and one figure per claim beside it). CLAIM_SWEEPS narrows it, e.g.
+# make tiny-claims CLAIM_SWEEPS='tiny_prompt_replay tiny_rlep'; claims of sweeps not run are reported as not run.
+CLAIM_SWEEPS ?= tiny_ropd tiny_budget_axes tiny_prompt_replay tiny_repo tiny_popo tiny_rlep
+tiny-claims: install
+	set -e; for s in $(CLAIM_SWEEPS); do $(SWEEP) +sweep=$$s $(TINY_LAUNCHER) $(ARGS); done
+	$(VENV)/bin/replaylab claims runs --out reports/tiny_claims.md
 
 tiny-table-%: install
 	$(SWEEP) +sweep=tiny_$(subst -,_,$*) $(TINY_LAUNCHER) $(ARGS)

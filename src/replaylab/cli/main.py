@@ -114,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("out_dir")
     ex.set_defaults(func=cmd_export)
     from replaylab.cli import show
-    from replaylab.results import figures, table
+    from replaylab.results import claims_report, figures, table
 
     table.add_parser(sub)
+    claims_report.add_parser(sub)
     show.add_parser(sub)
     figures.add_parser(sub)
     args = parser.parse_args(argv)

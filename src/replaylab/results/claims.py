@@ -1,0 +1,196 @@
+"""Claims: a seed paper's qualitative claim tested as paired differences, with a verdict.
+
+A `Claim` is one or more `Check`s. A check compares two arms of one sweep (each arm a filter on the
+runs' identity columns, usually just a strategy name), paired by data order and seed, on one
+measure of each run:
+
+- `eval`: an evaluation metric at the final evaluation, the first one after update 0, or an update;
+- `train_mean`: a training-row metric averaged over the run (or over its first `window` updates);
+- `ledger`: a budget-ledger field at the run's last row (rollouts, FLOPs, tokens);
+- `updates_to_peak`: updates until the arm first reaches the other arm's peak evaluation (an arm
+  that never reaches it counts its last evaluation plus one interval: a censored, kind value).
+
+Each check states the expected direction and `effect`, the smallest difference that would matter
+(in the measure's units; points for accuracy). Its verdict (issue 14's rule):
+
+- `higher` / `lower`: reproduced when the 95% interval excludes 0 on the expected side; contradicted
+  when it excludes 0 on the other side, or covers 0 while the MDE is at most `effect` (an effect
+  that large would have been seen); otherwise inconclusive (covers 0, MDE > effect);
+- `same` (equal within `effect`): reproduced when the interval lies inside (-effect, effect);
+  contradicted when it excludes 0 and lies outside that band; otherwise inconclusive;
+- `not_higher`: reproduced when the interval's upper end is below `effect`; contradicted when it
+  excludes 0 upwards; otherwise inconclusive.
+
+A claim is reproduced when every check is, contradicted when any check is, inconclusive otherwise;
+a claim with `combine="not_uniform"` ("X is not uniformly better") is reproduced when some check
+is contradicted, contradicted when every check is reproduced. A claim whose sweep has no runs is
+"not run".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from replaylab.results.aggregation import is_accuracy
+from replaylab.results.frame import DONE
+from replaylab.results.paired import compare
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Expect = Literal["higher", "lower", "same", "not_higher"]
+Measure = Literal["eval", "train_mean", "ledger", "updates_to_peak"]
+PAIR = ["order", "seed"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One paired comparison: `arm` minus `against` on `measure`, expected to be `expect`."""
+
+    label: str  # what the report calls it
+    arm: Mapping[str, Any]  # identity filter of the arm tested, e.g. {"strategy": "ropd_tiny"}
+    against: Mapping[str, Any]  # identity filter of the arm it is compared with
+    expect: Expect
+    effect: float  # the smallest difference that matters, in the measure's units (points for accuracy)
+    measure: Measure = "eval"
+    metric: str = "avg@k"
+    benchmark: str = "mean"  # eval rows' benchmark (the suite mean by default)
+    update: str | int = "final"  # eval: "final", "first" (first evaluation after update 0) or an update
+    where: Mapping[str, Any] = field(default_factory=dict)  # filter both arms share, e.g. {"budget": "tiny_long"}
+    window: int | None = None  # train_mean: only updates <= window
+
+
+@dataclass(frozen=True)
+class Claim:
+    paper: str  # which seed paper makes the claim
+    statement: str  # the claim, in the paper's words as far as a tiny world can test it
+    sweep: str  # the experiment (runs/<sweep>) whose runs test it
+    checks: tuple[Check, ...]
+    combine: Literal["all", "not_uniform"] = "all"
+    note: str = ""  # what the tiny test cannot say
+
+
+def _filter(df: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
+    for key, value in spec.items():
+        if key not in df.columns:
+            raise KeyError(f"claim filter {key!r}: no such identity column; columns: {sorted(df.columns)}")
+        df = df[df[key].astype(str) == str(value)]
+    return df
+
+
+def arm_values(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> pd.Series:
+    """One value per finished run of the arm, indexed by (order, seed)."""
+    runs = _filter(df, {**check.where, **spec})
+    finished = set(runs.loc[runs["status"] == DONE, "run"])
+    runs = runs[runs["run"].isin(finished)]
+    if check.measure == "eval":
+        ev = runs[(runs["split"] == "eval") & (runs["metric"] == check.metric) & (runs["benchmark"] == check.benchmark)]
+        if check.update == "final":
+            at = ev.groupby("run")["update"].transform("max")
+        elif check.update == "first":
+            at = ev[ev["update"] > 0].groupby("run")["update"].transform("min").reindex(ev.index)
+        else:
+            at = int(check.update)
+        picked = ev[ev["update"] == at]
+    elif check.measure == "train_mean":
+        tr = runs[(runs["split"] == "train") & (runs["metric"] == check.metric)]
+        if check.window is not None:
+            tr = tr[tr["update"] <= check.window]
+        picked = tr.groupby("run", as_index=False).agg(value=("value", "mean"), order=("order", "first"),
+                                                        seed=("seed", "first"))
+    elif check.measure == "ledger":
+        column = f"ledger_{check.metric}"
+        if column not in runs.columns:
+            raise KeyError(f"claim check {check.label!r}: no ledger column {column!r}")
+        last = runs.sort_values("update").groupby("run").tail(1)
+        picked = last.assign(value=last[column])
+    else:
+        raise ValueError(f"arm_values does not compute {check.measure!r}")
+    values = picked.drop_duplicates("run", keep="last").set_index(PAIR)["value"].astype(float)
+    if values.index.has_duplicates:
+        raise ValueError(f"claim check {check.label!r}: arm {dict(spec)} matches several runs per (order, seed); "
+                         "add identity filters to tell them apart")
+    return values
+
+
+def _eval_curves(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> dict[tuple, pd.Series]:
+    runs = _filter(df, {**check.where, **spec})
+    runs = runs[runs["run"].isin(set(runs.loc[runs["status"] == DONE, "run"]))]
+    ev = runs[(runs["split"] == "eval") & (runs["metric"] == check.metric) & (runs["benchmark"] == check.benchmark)]
+    return {key: part.drop_duplicates("update", keep="last").set_index("update")["value"].sort_index()
+            for key, part in ev.groupby(PAIR)}
+
+
+def updates_to_peak(df: pd.DataFrame, check: Check) -> tuple[pd.Series, pd.Series]:
+    """(arm, against) per pair: updates until each first reaches the `against` arm's peak."""
+    arm, base = _eval_curves(df, check, check.arm), _eval_curves(df, check, check.against)
+    a_out, b_out = {}, {}
+    for key in sorted(set(arm) & set(base)):
+        peak = base[key].max()
+        for curves, out in ((arm[key], a_out), (base[key], b_out)):
+            reached = curves[curves >= peak]
+            step = int(curves.index[-1] - curves.index[-2]) if len(curves) > 1 else int(curves.index[-1])
+            out[key] = float(reached.index[0]) if len(reached) else float(curves.index[-1] + step)
+    import pandas as pd
+
+    def series(values: dict) -> pd.Series:
+        return pd.Series(list(values.values()), index=pd.MultiIndex.from_tuples(list(values), names=PAIR), dtype=float)
+
+    return series(a_out), series(b_out)
+
+
+def check_verdict(expect: Expect, lo: float, hi: float, mde: float, effect: float) -> str:
+    if not math.isfinite(lo):
+        return "too few pairs"
+    if expect in ("higher", "lower"):
+        if expect == "lower":
+            lo, hi = -hi, -lo
+        if lo > 0:
+            return "reproduced"
+        if hi < 0 or (math.isfinite(mde) and mde <= effect):
+            return "contradicted"
+        return "inconclusive"
+    if expect == "same":
+        if -effect < lo and hi < effect:
+            return "reproduced"
+        if (lo > 0 or hi < 0) and (lo >= effect or hi <= -effect):
+            return "contradicted"
+        return "inconclusive"
+    if expect == "not_higher":
+        if hi < effect:
+            return "reproduced"
+        if lo > 0:
+            return "contradicted"
+        return "inconclusive"
+    raise ValueError(f"unknown expectation {expect!r}")
+
+
+def run_check(df: pd.DataFrame, check: Check, level: float = 0.95, power: float = 0.8, alpha: float = 0.05) -> dict[str, Any]:
+    """The check's paired difference, interval, MDE, per-pair differences and verdict."""
+    if check.measure == "updates_to_peak":
+        arm, against = updates_to_peak(df, check)
+        scale = 1.0
+    else:
+        arm, against = arm_values(df, check, check.arm), arm_values(df, check, check.against)
+        scale = 100.0 if check.measure == "eval" and is_accuracy(check.metric) else 1.0
+    row = compare(arm, against, scale, level, power, alpha)
+    pairs = against.index.intersection(arm.index).sort_values()
+    row["diffs"] = [scale * (float(arm[p]) - float(against[p])) for p in pairs]
+    row["against_mean"] = scale * float(against[pairs].mean()) if len(pairs) else math.nan
+    row["verdict"] = check_verdict(check.expect, row["ci_low"], row["ci_high"], row["mde"], check.effect)
+    return row
+
+
+def claim_verdict(claim: Claim, verdicts: list[str]) -> str:
+    if not verdicts or any(v == "too few pairs" for v in verdicts):
+        return "not run" if not verdicts or all(v == "too few pairs" for v in verdicts) else "inconclusive"
+    if claim.combine == "not_uniform":
+        if any(v == "contradicted" for v in verdicts):
+            return "reproduced"
+        return "contradicted" if all(v == "reproduced" for v in verdicts) else "inconclusive"
+    if any(v == "contradicted" for v in verdicts):
+        return "contradicted"
+    return "reproduced" if all(v == "reproduced" for v in verdicts) else "inconclusive"

@@ -1,0 +1,167 @@
+"""`replaylab claims RUNS_ROOT`: the claims report (`make tiny-claims` runs the sweeps, then this).
+
+For every claim of `results/tiny_claims.py` whose sweep has runs under RUNS_ROOT/<sweep>: each
+check's paired difference with its 95% interval, the number of pairs, the MDE (80% power, alpha
+0.05) and the verdict (`results/claims.py` states the rules), the claim's verdict, and one figure
+per claim (each check's per-pair differences, their mean and interval, the lines at 0 and at the
+effect that matters). Every sweep also gets its known-effect control (the reference at its final
+evaluation against itself half-way, `paired.control_rows`): a sweep whose control is not
+detected is said to have failed its own check, and its inconclusive verdicts mean little.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from replaylab.results.claims import Claim, claim_verdict, run_check
+
+
+def _fmt(d: float, lo: float, hi: float) -> str:
+    return f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" if math.isfinite(lo) else (f"{d:+.2f}" if math.isfinite(d) else "-")
+
+
+def evaluate_claims(frames: dict[str, Any], claims: tuple[Claim, ...]) -> list[dict[str, Any]]:
+    """One record per claim: its checks' results and its verdict (claims whose sweep has no frame: not run)."""
+    out = []
+    for claim in claims:
+        df = frames.get(claim.sweep)
+        results = [run_check(df, c) for c in claim.checks] if df is not None else []
+        out.append({"claim": claim, "checks": results,
+                    "verdict": claim_verdict(claim, [r["verdict"] for r in results])})
+    return out
+
+
+def control_table(frames: dict[str, Any], references: dict[str, str]) -> list[dict[str, Any]]:
+    from replaylab.results.aggregation import run_index
+    from replaylab.results.paired import control_rows
+
+    rows = []
+    for sweep, df in frames.items():
+        ref = references.get(sweep, "current")
+        runs = run_index(df)
+        block = "budget" if df["budget"].nunique() > 1 else None
+        for r in control_rows(df, runs, ref, ["avg@k"], ["mean"], block, 0.95, 0.8, 0.05):
+            rows.append({"sweep": sweep, **r})
+    return rows
+
+
+def claim_figure(record: dict[str, Any], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    claim, results = record["claim"], record["checks"]
+    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(results) + 1.6))
+    for y, (check, r) in enumerate(zip(claim.checks, results)):
+        ax.scatter(r["diffs"], [y] * len(r["diffs"]), color="0.55", s=14, zorder=2)
+        if math.isfinite(r["ci_low"]):
+            ax.errorbar([r["diff"]], [y], xerr=[[r["diff"] - r["ci_low"]], [r["ci_high"] - r["diff"]]], fmt="o",
+                        color="C3" if r["verdict"] == "contradicted" else "C2" if r["verdict"] == "reproduced" else "C0",
+                        capsize=3, zorder=3)
+        for x in ({"higher": [check.effect], "lower": [-check.effect], "not_higher": [check.effect],
+                   "same": [-check.effect, check.effect]}[check.expect]):
+            ax.plot([x, x], [y - 0.35, y + 0.35], color="0.3", ls=":", lw=1)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(range(len(results)), [f"{c.label}\n[{c.expect}; {r['verdict']}]" for c, r in zip(claim.checks, results)],
+                  fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("paired difference (dots: data orders; bar: mean and 95% interval; dotted: effect that matters)",
+                  fontsize=8)
+    ax.set_title("\n".join(textwrap.wrap(f"{claim.paper}: {claim.statement} — {record['verdict']}", 90)), fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]], figures: dict[int, Path],
+                    sizes: dict[str, str]) -> str:
+    import pandas as pd
+
+    lines = ["# Tiny-world claims report", "",
+             "Each claim is tested by paired differences (arm - comparison, paired by data order and seed) with a 95% "
+             "t-interval and the minimum detectable effect (MDE) at 80% power, alpha 0.05. Verdicts: reproduced, "
+             "contradicted (the opposite, or no effect as large as the one that matters although the MDE says one "
+             "would have been seen), inconclusive (the interval covers 0 and the MDE exceeds the effect). "
+             "Accuracy is tiny8 mean avg@k in points.", ""]
+    summary = [{"paper": r["claim"].paper, "claim": r["claim"].statement, "sweep": r["claim"].sweep,
+                "verdict": r["verdict"]} for r in records]
+    lines += ["## Summary", "", pd.DataFrame(summary).to_markdown(index=False), ""]
+    lines += ["## Known-effect controls", ""]
+    if controls:
+        shown = [{"sweep": c["sweep"], "block": c["block"], "control": c["strategy"],
+                  "difference": _fmt(c["diff"], c["ci_low"], c["ci_high"]), "pairs": c["n_pairs"],
+                  "MDE": f"{c['mde']:.2f}" if math.isfinite(c["mde"]) else "-", "verdict": c["verdict"]} for c in controls]
+        lines += [pd.DataFrame(shown).to_markdown(index=False), ""]
+    else:
+        lines += ["(no sweep had a reference with an evaluation half-way)", ""]
+    lines += ["## Runs", ""] + [f"- `{sweep}`: {text}" for sweep, text in sizes.items()] + [""]
+    lines += ["## Checks", ""]
+    for i, rec in enumerate(records):
+        claim = rec["claim"]
+        lines += [f"### {claim.paper}: {claim.statement}", "", f"sweep `{claim.sweep}`; verdict **{rec['verdict']}**"
+                  + (f" (combined: {claim.combine})" if claim.combine != "all" else ""), ""]
+        if claim.note:
+            lines += [f"Note: {claim.note}", ""]
+        if not rec["checks"]:
+            lines += ["not run: no runs of this sweep", ""]
+            continue
+        rows = [{"check": c.label, "expected": c.expect, "effect": c.effect,
+                 "difference [95% CI]": _fmt(r["diff"], r["ci_low"], r["ci_high"]), "pairs": r["n_pairs"],
+                 "MDE": f"{r['mde']:.2f}" if math.isfinite(r["mde"]) else "-",
+                 "comparison mean": f"{r['against_mean']:.2f}" if math.isfinite(r["against_mean"]) else "-",
+                 "verdict": r["verdict"]} for c, r in zip(claim.checks, rec["checks"])]
+        lines += [pd.DataFrame(rows).to_markdown(index=False), ""]
+        if i in figures:
+            lines += [f"![{claim.statement}]({figures[i].name})", ""]
+    return "\n".join(lines)
+
+
+def sweep_sizes(frames: dict[str, Any]) -> dict[str, str]:
+    out = {}
+    for sweep, df in frames.items():
+        runs = df.drop_duplicates("run")
+        done = int((runs["status"] == "done").sum())
+        ev = df[(df["split"] == "eval") & (df["metric"] == "avg@k") & df["benchmark"].astype(str).str.contains("/")]
+        per_set = ev.groupby(["run", "update", "benchmark"])["n"].max().median() if "n" in ev and len(ev) else math.nan
+        out[sweep] = (f"{done} of {len(runs)} runs finished, data orders {sorted(set(runs['order']))}, "
+                      f"{int(df['update'].max())} updates at most, "
+                      + (f"{per_set:.0f} problems per tiny8 set" if math.isfinite(per_set) else "eval size unknown"))
+    return out
+
+
+def cmd_claims(args: argparse.Namespace) -> int:
+    from replaylab.results.frame import NoRowsError, load_experiment
+    from replaylab.results.tiny_claims import CLAIMS, CONTROLS
+
+    root = Path(args.runs)
+    frames = {}
+    for sweep in dict.fromkeys(c.sweep for c in CLAIMS):
+        try:
+            frames[sweep] = load_experiment(root / sweep)
+        except NoRowsError:
+            print(f"replaylab claims: no runs under {root / sweep}; its claims are reported as not run", file=sys.stderr)
+    records = evaluate_claims(frames, CLAIMS)
+    out = Path(args.out)
+    figures = {i: claim_figure(r, out.parent / f"{out.stem}_{i + 1:02d}.png") for i, r in enumerate(records) if r["checks"]}
+    text = report_markdown(records, control_table(frames, CONTROLS), figures, sweep_sizes(frames))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text + "\n")
+    print(text.split("## Known-effect controls")[0].rstrip())
+    print(f"\nreport: {out} ({len(figures)} figures beside it)")
+    return 0
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("claims", help="test the seed papers' claims on the tiny sweeps' runs (Markdown report)")
+    p.add_argument("runs", nargs="?", default="runs", help="the root holding one directory per sweep (default: runs)")
+    p.add_argument("--out", default="reports/tiny_claims.md", help="the report's path; figures are written beside it")
+    p.set_defaults(func=cmd_claims)
+    return p

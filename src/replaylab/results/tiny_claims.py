@@ -1,0 +1,93 @@
+"""The seed papers' claims as the tiny sweeps can test them (`replaylab claims`, `make tiny-claims`).
+
+Effects of interest: 3 points of tiny8 mean accuracy (the MDE the testbed is asked to reach), 0.05
+for fractions and mean |advantage|, 2 tokens of response length, one evaluation interval for
+updates-to-peak, any saving of rollouts
+(the ledger counts them exactly). They say how small a difference would still
+matter, so that "covers 0" can be read as "no effect that large" when the MDE is below it.
+"""
+
+from __future__ import annotations
+
+from replaylab.results.claims import Check, Claim
+
+ACC = 3.0  # points of tiny8 mean
+FRACTION = 0.05
+PEAK_UPDATES = 30.0  # one evaluation interval of the tiny GRPO sweeps (trainer.eval_every there)
+# The budget-axes cells (conf/axes): queries per iteration, samples per query, resampling period.
+AXES = {name: {"prompts_per_iteration": q, "samples_per_prompt": n, "resample_period": k}
+        for name, (q, n, k) in {"q64n1k1": (64, 1, 1), "q16n4k1": (16, 4, 1), "q256n1k4": (256, 1, 4),
+                                "q64n4k4": (64, 4, 4)}.items()}
+
+
+def _s(name: str) -> dict[str, str]:
+    return {"strategy": name}
+
+
+def _per_budget(label: str, arm: str, against: str, expect, effect: float = ACC, **kw) -> tuple[Check, ...]:
+    return tuple(Check(f"{label} ({b})", _s(arm), _s(against), expect, effect, where={"budget": b}, **kw)
+                 for b in ("tiny_short", "tiny_long"))
+
+
+ROPD = "tiny_ropd"
+CLAIMS: tuple[Claim, ...] = (
+    Claim("R-OPD", "R-OPD beats continued current-policy sampling at matched updates", ROPD,
+          _per_budget("ropd - current, tiny8 mean", "ropd", "current", "higher")),
+    Claim("R-OPD", "R-OPD beats the fixed 40+20 schedule (80+40 at tiny scale)", ROPD,
+          _per_budget("ropd - fixed_schedule, tiny8 mean", "ropd", "fixed_schedule", "higher")),
+    Claim("R-OPD", "replaying initial-policy rollouts after current-policy training helps; replaying fixed recent "
+          "rollouts does not", ROPD,
+          _per_budget("fixed_schedule - current", "fixed_schedule", "current", "higher")
+          + _per_budget("recent - current", "recent", "current", "not_higher")),
+    Claim("R-OPD", "current-policy rollouts beat initial-policy ones at the short budget; the ranking reverses at the "
+          "long one", ROPD,
+          (Check("current - initial (tiny_short)", _s("current"), _s("initial"), "higher", ACC, where={"budget": "tiny_short"}),
+           Check("current - initial (tiny_long)", _s("current"), _s("initial"), "lower", ACC, where={"budget": "tiny_long"}))),
+    Claim("R-OPD", "at the same cap R-OPD gives longer responses", ROPD,
+          _per_budget("ropd - current, eval response tokens", "ropd", "current", "higher", 2.0,
+                      metric="mean_response_tokens")),
+    Claim("R-OPD", "more queries per iteration is not uniformly better at matched trajectories and updates",
+          "tiny_budget_axes",
+          tuple(Check(f"{more} - {fewer}, {s} ({b})", {"strategy": s, **AXES[more]}, {"strategy": s, **AXES[fewer]},
+                      "higher", ACC, where={"budget": b})
+                for more, fewer in (("q64n1k1", "q16n4k1"), ("q256n1k4", "q64n4k4"))
+                for s in ("current", "initial") for b in ("tiny_short", "tiny_long")),
+          combine="not_uniform"),
+    Claim("R-OPD", "more frequent resampling is not uniformly better at matched trajectories and updates",
+          "tiny_budget_axes",
+          tuple(Check(f"{often} - {rarely}, {s} ({b})", {"strategy": s, **AXES[often]}, {"strategy": s, **AXES[rarely]},
+                      "higher", ACC, where={"budget": b})
+                for often, rarely in (("q64n1k1", "q256n1k4"), ("q16n4k1", "q64n4k4"))
+                for s in ("current", "initial") for b in ("tiny_short", "tiny_long")),
+          combine="not_uniform"),
+    Claim("Prompt Replay", "fewer zero-variance prompts and a larger mean |advantage|", "tiny_prompt_replay",
+          (Check("zero-variance groups, prompt_replay - current", _s("prompt_replay"), _s("current"), "lower",
+                 FRACTION, measure="train_mean", metric="zero_variance_groups"),
+           Check("mean |advantage|, prompt_replay - current", _s("prompt_replay"), _s("current"), "higher",
+                 FRACTION, measure="train_mean", metric="abs_advantage"))),
+    Claim("Prompt Replay", "a faster initial gain, then convergence with the baseline", "tiny_prompt_replay",
+          (Check("first evaluation, prompt_replay - current", _s("prompt_replay"), _s("current"), "higher", ACC,
+                 update="first"),
+           Check("final evaluation, prompt_replay - current", _s("prompt_replay"), _s("current"), "same", ACC))),
+    Claim("RePO", "more effective optimization steps (fewer zero-advantage groups) and higher accuracy than GRPO",
+          "tiny_repo",
+          (Check("zero-variance groups, repo - current", _s("repo"), _s("current"), "lower", FRACTION,
+                 measure="train_mean", metric="zero_variance_groups"),
+           Check("final tiny8 mean, repo - current", _s("repo"), _s("current"), "higher", ACC)),
+          note="the extra compute is reported by the training-FLOPs row of the RePO table (`replaylab table "
+               "runs/tiny_repo`), not judged"),
+    Claim("POPO", "the same accuracy with fewer rollouts", "tiny_popo",
+          (Check("final tiny8 mean, popo - current", _s("popo"), _s("current"), "same", ACC),
+           Check("fresh rollouts, popo - current", _s("popo"), _s("current"), "lower", 0.0,
+                 measure="ledger", metric="fresh_trajectories"))),
+    Claim("RLEP", "the baseline's peak accuracy in fewer updates, and a higher final accuracy", "tiny_rlep",
+          (Check("updates to the baseline's peak, rlep - current", _s("rlep"), _s("current"), "lower", PEAK_UPDATES,
+                 measure="updates_to_peak"),
+           Check("final tiny8 mean, rlep - current", _s("rlep"), _s("current"), "higher", ACC))),
+)
+
+# The reference of each sweep's known-effect control (its own late learning must be detected).
+CONTROLS: dict[str, str] = {
+    "tiny_ropd": "current", "tiny_prompt_replay": "current", "tiny_repo": "current", "tiny_popo": "current",
+    "tiny_rlep": "current", "tiny_budget_axes": "current",
+}

@@ -1,0 +1,143 @@
+"""The claims report (issue 14): each check's paired interval against a hand computation, verdicts
+that follow the stated rule and have power (a real effect is reproduced, a reversed one and a
+well-measured null are contradicted, a noisy one is inconclusive), every measure, and the
+`replaylab claims` command over run directories on disk, figures included."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from replaylab.cli.main import main
+from replaylab.results.claims import Check, Claim, check_verdict, claim_verdict, run_check
+from replaylab.results.frame import tidy_frame
+
+T_975_3 = 3.182446305284263  # Student t, 0.975 quantile, 3 degrees of freedom (tables)
+
+
+def runs(curves: dict[str, list[list[float]]], budget: str = "tiny", train: dict[str, list[float]] | None = None,
+         rollouts: dict[str, list[float]] | None = None) -> list[dict]:
+    """Rows of strategy x order runs: tiny8-mean evaluations at updates 0, 30, 60 (curves[strategy][order]),
+    a train metric per update, and the ledger's fresh rollouts."""
+    out = []
+    for strategy, per_order in curves.items():
+        for order, curve in enumerate(per_order):
+            run = f"grpo-{strategy}-{budget}-{order}"
+            ident = {"run": run, "config_hash": run, "experiment": "x", "strategy": strategy, "trainer": "grpo",
+                     "objective": "grpo", "model": "m", "teacher": "", "data": "d", "order": order, "budget": budget,
+                     "max_response_tokens": 48, "seed": 0, "prompts_per_iteration": 8, "samples_per_prompt": 4,
+                     "resample_period": 1, "versions": "v", "status": "done"}
+            fresh = (rollouts or {}).get(strategy, [0.0] * 9)[order]
+            for update, value in zip((0, 30, 60), curve):
+                out.append({**ident, "split": "eval", "update": update, "iteration": update, "benchmark": "mean",
+                            "metric": "avg@k", "value": value, "n": 100, "ledger_fresh_trajectories": fresh * update / 60})
+            for update, value in enumerate((train or {}).get(strategy, [[]] * 9)[order], start=1):
+                out.append({**ident, "split": "train", "update": update, "iteration": update, "benchmark": "",
+                            "metric": "zero_variance_groups", "value": value, "n": None})
+    return out
+
+
+def higher(label="x", **kw) -> Check:
+    return Check(label, {"strategy": "new"}, {"strategy": "current"}, kw.pop("expect", "higher"), kw.pop("effect", 3.0), **kw)
+
+
+def test_an_eval_check_matches_a_hand_paired_t_interval_and_is_reproduced():
+    base = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31], [0.30, 0.36, 0.40]]
+    new = [[0.30, 0.40, 0.41], [0.31, 0.38, 0.40], [0.29, 0.35, 0.37], [0.30, 0.41, 0.45]]
+    df = tidy_frame(runs({"current": base, "new": new}))
+    r = run_check(df, higher())
+    diffs = [100 * (n[-1] - b[-1]) for n, b in zip(new, base)]  # 5, 4, 6, 5 points
+    mean = sum(diffs) / 4
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 3)
+    half = T_975_3 * sd / 2
+    assert r["diffs"] == pytest.approx(diffs) and r["n_pairs"] == 4
+    assert (r["diff"], r["ci_low"], r["ci_high"]) == pytest.approx((mean, mean - half, mean + half))
+    assert r["verdict"] == "reproduced"
+    # the first evaluation after update 0 is update 30: 7, 4, 5, 5 points
+    first = run_check(df, higher(update="first"))
+    assert first["diffs"] == pytest.approx([7.0, 4.0, 5.0, 5.0])
+    # power: the same data read the other way round is contradicted
+    assert run_check(df, higher(expect="lower"))["verdict"] == "contradicted"
+
+
+def test_verdict_rules_on_intervals():
+    # higher: excludes 0 upwards / downwards; covers 0 with a small MDE (a 3-point effect would have been seen)
+    assert check_verdict("higher", 0.5, 2.0, 1.0, 3.0) == "reproduced"
+    assert check_verdict("higher", -2.0, -0.5, 1.0, 3.0) == "contradicted"
+    assert check_verdict("higher", -1.0, 1.0, 2.0, 3.0) == "contradicted"
+    assert check_verdict("higher", -4.0, 4.0, 9.0, 3.0) == "inconclusive"
+    assert check_verdict("lower", -2.0, -0.5, 1.0, 3.0) == "reproduced"
+    # same: inside the band / clearly outside / straddling its edge
+    assert check_verdict("same", -1.0, 2.0, 2.0, 3.0) == "reproduced"
+    assert check_verdict("same", 3.5, 6.0, 2.0, 3.0) == "contradicted"
+    assert check_verdict("same", 1.0, 4.0, 2.0, 3.0) == "inconclusive"
+    assert check_verdict("not_higher", -1.0, 2.0, 5.0, 3.0) == "reproduced"
+    assert check_verdict("not_higher", 0.5, 5.0, 5.0, 3.0) == "contradicted"
+    assert check_verdict("higher", math.nan, math.nan, math.nan, 3.0) == "too few pairs"
+    claim = Claim("p", "s", "x", (higher(), higher()))
+    assert claim_verdict(claim, ["reproduced", "reproduced"]) == "reproduced"
+    assert claim_verdict(claim, ["reproduced", "inconclusive"]) == "inconclusive"
+    assert claim_verdict(claim, ["reproduced", "contradicted"]) == "contradicted"
+    uniform = Claim("p", "s", "x", (higher(), higher()), combine="not_uniform")
+    assert claim_verdict(uniform, ["reproduced", "contradicted"]) == "reproduced"
+    assert claim_verdict(uniform, ["reproduced", "reproduced"]) == "contradicted"
+
+
+def test_a_noisy_null_is_inconclusive_and_a_precise_null_contradicts_a_claimed_gain():
+    base = [[0.3, 0.3, 0.30], [0.3, 0.3, 0.40], [0.3, 0.3, 0.35]]
+    noisy = [[0.3, 0.3, 0.38], [0.3, 0.3, 0.33], [0.3, 0.3, 0.35]]  # +8, -7, 0: covers 0, MDE far above 3
+    precise = [[0.3, 0.3, 0.302], [0.3, 0.3, 0.399], [0.3, 0.3, 0.351]]  # +0.2, -0.1, +0.1
+    r = run_check(tidy_frame(runs({"current": base, "new": noisy})), higher())
+    assert r["ci_low"] < 0 < r["ci_high"] and r["mde"] > 3 and r["verdict"] == "inconclusive"
+    r = run_check(tidy_frame(runs({"current": base, "new": precise})), higher())
+    assert r["ci_low"] < 0 < r["ci_high"] and r["mde"] < 3 and r["verdict"] == "contradicted"
+    assert run_check(tidy_frame(runs({"current": base, "new": precise})), higher(expect="same"))["verdict"] == "reproduced"
+
+
+def test_train_mean_ledger_and_updates_to_peak_measures():
+    base = [[0.30, 0.33, 0.40], [0.30, 0.35, 0.38], [0.30, 0.36, 0.37]]
+    fast = [[0.30, 0.41, 0.42], [0.30, 0.39, 0.40], [0.30, 0.36, 0.36]]  # reaches the peak at 30, 30, never
+    train = {"current": [[0.6, 0.5, 0.4]] * 3, "new": [[0.3, 0.2, 0.1], [0.4, 0.3, 0.2], [0.2, 0.2, 0.2]]}
+    df = tidy_frame(runs({"current": base, "new": fast}, train=train,
+                         rollouts={"current": [800.0] * 3, "new": [500.0, 520.0, 610.0]}))
+    zv = run_check(df, higher(expect="lower", effect=0.05, measure="train_mean", metric="zero_variance_groups"))
+    assert zv["diffs"] == pytest.approx([0.2 - 0.5, 0.3 - 0.5, 0.2 - 0.5]) and zv["verdict"] == "reproduced"
+    roll = run_check(df, higher(expect="lower", effect=0.0, measure="ledger", metric="fresh_trajectories"))
+    assert roll["diffs"] == pytest.approx([-300.0, -280.0, -190.0]) and roll["verdict"] == "reproduced"
+    peak = run_check(df, higher(expect="lower", effect=30.0, measure="updates_to_peak"))
+    # the baseline reaches its own peak at 60, 60, 60; the new arm at 30, 30 and never (censored: 60 + 30)
+    assert peak["diffs"] == pytest.approx([-30.0, -30.0, 30.0])
+    assert peak["verdict"] != "reproduced"  # one order against: not enough for three pairs
+
+
+def test_claims_command_writes_a_report_and_one_figure_per_claim(tmp_path, monkeypatch):
+    from PIL import Image
+
+    from replaylab.results import claims_report, tiny_claims
+
+    base = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31], [0.30, 0.36, 0.40]]
+    new = [[0.30, 0.40, 0.41], [0.31, 0.38, 0.40], [0.29, 0.35, 0.37], [0.30, 0.41, 0.45]]
+    for row in runs({"current": base, "new": new}):
+        run_dir = tmp_path / "runs" / "demo" / f"{row['run']}-{'0' * 16}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "done.json").write_text("{}")
+        row = {k: v for k, v in row.items() if k != "status"}
+        with open(run_dir / "rows.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+    claims = (Claim("Demo", "new beats current", "demo", (higher("final"), higher("first", update="first"))),
+              Claim("Demo", "a sweep nobody ran", "absent", (higher(),)))
+    monkeypatch.setattr(tiny_claims, "CLAIMS", claims)
+    monkeypatch.setattr(tiny_claims, "CONTROLS", {"demo": "current"})
+    out = tmp_path / "reports" / "claims.md"
+    assert main(["claims", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    text = out.read_text()
+    summary = text.split("## Known-effect controls")[0]
+    assert any("new beats current" in line and "reproduced" in line for line in summary.splitlines())
+    assert any("a sweep nobody ran" in line and "not run" in line for line in summary.splitlines())
+    assert "control detected" in text  # current learns from update 30 to 60 in every order
+    figure = out.parent / "claims_01.png"
+    assert figure.exists() and not (out.parent / "claims_02.png").exists()
+    assert Image.open(figure).size[0] > 500
+    assert claims_report.__doc__  # the module says what the report holds
