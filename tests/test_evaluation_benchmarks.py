@@ -88,7 +88,7 @@ def test_tiny8_suite_matches_the_tiny_sets():
     assert names == [f"tiny8/{s}" for s in TINY8_SETS]
     for name, s in zip(names, TINY8_SETS):
         b = get_benchmark(name)  # no data root needed
-        assert (b.kind, b.k, len(b)) == ("tiny", 1, 100)
+        assert (b.kind, b.k, len(b)) == ("tiny", 1, 300)
         assert [(it.id, it.question, it.answer) for it in b.items] == [
             (p.uid, p.question, p.answer) for p in tiny8_set(s)
         ]

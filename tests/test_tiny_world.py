@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from replaylab.models.tiny_spec import TinyModelSize, TinyWorldConfig
 from replaylab.models.tiny_world import ensure_tiny_world
 from replaylab.tasks.arithmetic import KINDS, generate
-from replaylab.tasks.tiny8 import TINY8_SETS, held_out_questions, tiny8_set, training_problems
+from replaylab.tasks.tiny8 import TINY8_SETS, TINY8_SIZE, held_out_questions, tiny8_set, training_problems
 
 MICRO = TinyWorldConfig(teacher=TinyModelSize(hidden_size=64, intermediate_size=128), teacher_steps=40, student_step=20)
 
@@ -29,7 +29,7 @@ def test_problems_are_deterministic_and_solutions_are_right():
 
 
 def test_tiny8_is_held_out_of_training():
-    assert len(TINY8_SETS) == 8 and all(len(tiny8_set(s)) == 100 for s in TINY8_SETS)
+    assert len(TINY8_SETS) == 8 and all(len(tiny8_set(s)) == TINY8_SIZE == 300 for s in TINY8_SETS)
     train = training_problems(3000, seed=1)
     assert not {p.question for p in train} & held_out_questions()
     assert {p.kind for p in train} <= {"add2", "sub2", "mul", "add3", "addmul", "mulsub"}
@@ -73,3 +73,15 @@ def test_unknown_tiny_model_and_bad_student_step_are_rejected():
         resolve_tiny("tiny://nobody")
     with pytest.raises(ConfigError, match="tiny.student_step"):
         TinyWorldConfig(teacher_steps=10, student_step=10)
+
+
+def test_the_cache_key_follows_the_held_out_set(monkeypatch):
+    """The SFT stream leaves the tiny8 questions out, so a different held-out set is a different world:
+    its cache key must change (else a world trained on today's test questions would be reused)."""
+    from replaylab.models import tiny_spec
+
+    before = tiny_spec.TinyWorldConfig().digest()
+    monkeypatch.setattr(tiny_spec, "held_out_questions", lambda: held_out_questions() | {"1+1=?"})
+    assert tiny_spec.TinyWorldConfig().digest() != before
+    monkeypatch.setattr(tiny_spec, "held_out_questions", held_out_questions)
+    assert tiny_spec.TinyWorldConfig().digest() == before

@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from replaylab.config_fields import check, knob
-from replaylab.tasks.tiny8 import SFT_KINDS
+from replaylab.tasks.tiny8 import SFT_KINDS, held_out_questions
 
 BUILD_FORMAT = 1  # bump when the build code changes what it produces
 
@@ -43,5 +43,8 @@ class TinyWorldConfig:
         check(0 < self.student_step < self.teacher_steps, "tiny.student_step", f"must be in (0, teacher_steps={self.teacher_steps}), got {self.student_step}")
 
     def digest(self) -> str:
-        payload = json.dumps({"format": BUILD_FORMAT, **asdict(self)}, sort_keys=True)
+        # The SFT stream leaves out the tiny8 questions, so the held-out set is part of what is built:
+        # enlarging it must not reuse a world trained on questions that are now test questions.
+        held_out = hashlib.sha256("\n".join(sorted(held_out_questions())).encode()).hexdigest()[:16]
+        payload = json.dumps({"format": BUILD_FORMAT, "held_out": held_out, **asdict(self)}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]

@@ -13,7 +13,7 @@ from replaylab.results.claims import Check, Claim
 
 ACC = 3.0  # points of tiny8 mean
 FRACTION = 0.05
-PEAK_UPDATES = 30.0  # one evaluation interval of the tiny GRPO sweeps (trainer.eval_every there)
+PEAK_UPDATES = 50.0  # one evaluation interval of the tiny GRPO sweeps (trainer.eval_every there)
 # The budget-axes cells (conf/axes): queries per iteration, samples per query, resampling period.
 AXES = {name: {"prompts_per_iteration": q, "samples_per_prompt": n, "resample_period": k}
         for name, (q, n, k) in {"q64n1k1": (64, 1, 1), "q16n4k1": (16, 4, 1), "q256n1k4": (256, 1, 4),
