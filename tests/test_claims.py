@@ -141,3 +141,15 @@ def test_claims_command_writes_a_report_and_one_figure_per_claim(tmp_path, monke
     assert figure.exists() and not (out.parent / "claims_02.png").exists()
     assert Image.open(figure).size[0] > 500
     assert claims_report.__doc__  # the module says what the report holds
+
+
+def test_a_numeric_arm_filter_matches_a_float_column():
+    """Identity columns with a missing value are float in the frame: prompts_per_iteration=8 must still match 8.0."""
+    base = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31]]
+    records = runs({"current": base, "new": [[0.3, 0.4, 0.45]] * 3})
+    records.append({**records[0], "run": "placeholder", "prompts_per_iteration": None, "split": "", "metric": ""})
+    df = tidy_frame(records)
+    assert df["prompts_per_iteration"].dtype.kind == "f"
+    check = Check("q", {"strategy": "new", "prompts_per_iteration": 8}, {"strategy": "current", "prompts_per_iteration": 8},
+                  "higher", 3.0)
+    assert run_check(df, check)["n_pairs"] == 3

@@ -77,7 +77,12 @@ def _filter(df: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     for key, value in spec.items():
         if key not in df.columns:
             raise KeyError(f"claim filter {key!r}: no such identity column; columns: {sorted(df.columns)}")
-        df = df[df[key].astype(str) == str(value)]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            import pandas as pd  # a column with a missing value is float: 64 must match 64.0
+
+            df = df[pd.to_numeric(df[key], errors="coerce") == value]
+        else:
+            df = df[df[key].astype(str) == str(value)]
     return df
 
 

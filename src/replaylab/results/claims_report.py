@@ -73,7 +73,7 @@ def claim_figure(record: dict[str, Any], path: Path) -> Path:
     ax.invert_yaxis()
     ax.set_xlabel("paired difference (dots: data orders; bar: mean and 95% interval; dotted: effect that matters)",
                   fontsize=8)
-    ax.set_title("\n".join(textwrap.wrap(f"{claim.paper}: {claim.statement} — {record['verdict']}", 90)), fontsize=9)
+    ax.set_title("\n".join(textwrap.wrap(f"{claim.paper}: {claim.statement} — {record['verdict']}", 70)), fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
