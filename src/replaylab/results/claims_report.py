@@ -57,23 +57,22 @@ def claim_figure(record: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     claim, results = record["claim"], record["checks"]
-    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(results) + 1.6))
-    for y, (check, r) in enumerate(zip(claim.checks, results)):
-        ax.scatter(r["diffs"], [y] * len(r["diffs"]), color="0.55", s=14, zorder=2)
+    # one row per check, each with its own x axis: checks of one claim may measure different units
+    fig, axes = plt.subplots(len(results), 1, figsize=(7.5, 0.95 * len(results) + 1.2), squeeze=False)
+    for ax, check, r in zip(axes[:, 0], claim.checks, results):
+        ax.scatter(r["diffs"], [0] * len(r["diffs"]), color="0.55", s=14, zorder=2)
         if math.isfinite(r["ci_low"]):
-            ax.errorbar([r["diff"]], [y], xerr=[[r["diff"] - r["ci_low"]], [r["ci_high"] - r["diff"]]], fmt="o",
+            ax.errorbar([r["diff"]], [0], xerr=[[r["diff"] - r["ci_low"]], [r["ci_high"] - r["diff"]]], fmt="o",
                         color="C3" if r["verdict"] == "contradicted" else "C2" if r["verdict"] == "reproduced" else "C0",
                         capsize=3, zorder=3)
         for x in ({"higher": [check.effect], "lower": [-check.effect], "not_higher": [check.effect],
                    "same": [-check.effect, check.effect]}[check.expect]):
-            ax.plot([x, x], [y - 0.35, y + 0.35], color="0.3", ls=":", lw=1)
-    ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(range(len(results)), [f"{c.label}\n[{c.expect}; {r['verdict']}]" for c, r in zip(claim.checks, results)],
-                  fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("paired difference (dots: data orders; bar: mean and 95% interval; dotted: effect that matters)",
-                  fontsize=8)
-    ax.set_title("\n".join(textwrap.wrap(f"{claim.paper}: {claim.statement} — {record['verdict']}", 70)), fontsize=9)
+            ax.axvline(x, color="0.3", ls=":", lw=1)
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set_yticks([0], [f"{check.label}\n[{check.expect}; {r['verdict']}]"], fontsize=7)
+    axes[-1, 0].set_xlabel("paired difference (dots: data orders; bar: mean and 95% interval; dotted: effect that "
+                           "matters)", fontsize=8)
+    fig.suptitle("\n".join(textwrap.wrap(f"{claim.paper}: {claim.statement} — {record['verdict']}", 70)), fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
