@@ -86,11 +86,15 @@ def _filter(df: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
     return df
 
 
+def _finished(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> pd.DataFrame:
+    """Rows of the arm's finished runs (the check's shared filter and the arm's own)."""
+    runs = _filter(df, {**check.where, **spec})
+    return runs[runs["run"].isin(set(runs.loc[runs["status"] == DONE, "run"]))]
+
+
 def arm_values(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> pd.Series:
     """One value per finished run of the arm, indexed by (order, seed)."""
-    runs = _filter(df, {**check.where, **spec})
-    finished = set(runs.loc[runs["status"] == DONE, "run"])
-    runs = runs[runs["run"].isin(finished)]
+    runs = _finished(df, check, spec)
     if check.measure == "eval":
         ev = runs[(runs["split"] == "eval") & (runs["metric"] == check.metric) & (runs["benchmark"] == check.benchmark)]
         if check.update == "final":
@@ -122,8 +126,7 @@ def arm_values(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> pd.Se
 
 
 def _eval_curves(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> dict[tuple, pd.Series]:
-    runs = _filter(df, {**check.where, **spec})
-    runs = runs[runs["run"].isin(set(runs.loc[runs["status"] == DONE, "run"]))]
+    runs = _finished(df, check, spec)
     ev = runs[(runs["split"] == "eval") & (runs["metric"] == check.metric) & (runs["benchmark"] == check.benchmark)]
     return {key: part.drop_duplicates("update", keep="last").set_index("update")["value"].sort_index()
             for key, part in ev.groupby(PAIR)}

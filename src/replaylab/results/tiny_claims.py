@@ -29,6 +29,15 @@ def _per_budget(label: str, arm: str, against: str, expect, effect: float = ACC,
                  for b in ("tiny_short", "tiny_long"))
 
 
+def _not_uniform(what: str, cells: tuple[tuple[str, str], ...]) -> Claim:
+    """"`what` is not uniformly better": each (more, less) pair of budget-axes cells, per strategy and budget."""
+    return Claim("R-OPD", f"{what} is not uniformly better at matched trajectories and updates", "tiny_budget_axes",
+                 tuple(Check(f"{more} - {less}, {s} ({b})", {"strategy": s, **AXES[more]}, {"strategy": s, **AXES[less]},
+                             "higher", ACC, where={"budget": b})
+                       for more, less in cells for s in ("current", "initial") for b in ("tiny_short", "tiny_long")),
+                 combine="not_uniform")
+
+
 ROPD = "tiny_ropd"
 CLAIMS: tuple[Claim, ...] = (
     Claim("R-OPD", "R-OPD beats continued current-policy sampling at matched updates", ROPD,
@@ -46,20 +55,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("R-OPD", "at the same cap R-OPD gives longer responses", ROPD,
           _per_budget("ropd - current, eval response tokens", "ropd", "current", "higher", 2.0,
                       metric="mean_response_tokens")),
-    Claim("R-OPD", "more queries per iteration is not uniformly better at matched trajectories and updates",
-          "tiny_budget_axes",
-          tuple(Check(f"{more} - {fewer}, {s} ({b})", {"strategy": s, **AXES[more]}, {"strategy": s, **AXES[fewer]},
-                      "higher", ACC, where={"budget": b})
-                for more, fewer in (("q64n1k1", "q16n4k1"), ("q256n1k4", "q64n4k4"))
-                for s in ("current", "initial") for b in ("tiny_short", "tiny_long")),
-          combine="not_uniform"),
-    Claim("R-OPD", "more frequent resampling is not uniformly better at matched trajectories and updates",
-          "tiny_budget_axes",
-          tuple(Check(f"{often} - {rarely}, {s} ({b})", {"strategy": s, **AXES[often]}, {"strategy": s, **AXES[rarely]},
-                      "higher", ACC, where={"budget": b})
-                for often, rarely in (("q64n1k1", "q256n1k4"), ("q16n4k1", "q64n4k4"))
-                for s in ("current", "initial") for b in ("tiny_short", "tiny_long")),
-          combine="not_uniform"),
+    _not_uniform("more queries per iteration", (("q64n1k1", "q16n4k1"), ("q256n1k4", "q64n4k4"))),
+    _not_uniform("more frequent resampling", (("q64n1k1", "q256n1k4"), ("q16n4k1", "q64n4k4"))),
     Claim("Prompt Replay", "fewer zero-variance prompts and a larger mean |advantage|", "tiny_prompt_replay",
           (Check("zero-variance groups, prompt_replay - current", _s("prompt_replay"), _s("current"), "lower",
                  FRACTION, measure="train_mean", metric="zero_variance_groups"),
