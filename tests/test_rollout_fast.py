@@ -22,7 +22,7 @@ from transformers.generation.logits_process import (
 
 from replaylab.models.batching import score_logprobs
 from replaylab.models.tiny_tokenizer import build_tiny_tokenizer
-from replaylab.rollout.base import SamplingParams
+from replaylab.rollout.base import NonFiniteLogits, SamplingParams
 from replaylab.rollout.decoder import UnsupportedModel
 from replaylab.rollout.fast import FastGenerator
 from replaylab.rollout.hf import HFGenerator
@@ -151,3 +151,14 @@ def test_unsupported_architecture_names_the_fallback(tok):
     model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2))
     with pytest.raises(UnsupportedModel, match="rollout=hf"):
         FastGenerator(model, tok)
+
+
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_non_finite_weights_raise_non_finite_logits(tok, temperature):
+    """A policy whose weights went NaN must not hand out samples: the check runs once per batch on
+    the sampled log-probs (a NaN logit makes the whole row's log-softmax NaN), through generate()."""
+    model = _model("qwen3", tok)
+    with torch.no_grad():
+        model.model.layers[1].mlp.down_proj.weight[0, 0] = float("nan")
+    with pytest.raises(NonFiniteLogits, match="non-finite logits in 12 of 12 rows"):
+        FastGenerator(model, tok).generate(_prompts(tok), SamplingParams(8, temperature=temperature), seed=0)

@@ -15,7 +15,7 @@ from transformers import PreTrainedTokenizerBase
 
 from replaylab.rollout.base import SamplingParams, generate_in_chunks
 from replaylab.rollout.decoder import LeanDecoder
-from replaylab.rollout.sampling import sample_next
+from replaylab.rollout.sampling import check_finite, sample_next
 from replaylab.types import Prompt, Sample, Source
 
 
@@ -108,8 +108,9 @@ class FastGenerator:
                 rows = keep if rows is None else rows[keep]
                 nxt, alive, cos, sin = nxt[keep], alive[keep], cos[keep], sin[keep]
             cache.key_bias[:, :, P + t] = 0.0
-            logits = dec.forward(nxt[:, None], cos[:, :, t : t + 1], sin[:, :, t : t + 1], cache, P + t,
+            logits = dec.forward(nxt[:, None], cos[:, t : t + 1], sin[:, t : t + 1], cache, P + t,
                                  cache.key_bias[:, :, : P + t + 1])
+        check_finite(logps)
         tokens, logps = tokens.cpu(), logps.cpu()
         is_eos = tokens == eos
         ended = is_eos.any(-1)

@@ -5,6 +5,10 @@ per row inverted through the cumulative distribution (a token truncation removed
 interval and is never drawn; one random number per row instead of one per vocabulary entry). The
 returned log-prob is log softmax(logits / T) of the drawn token, before top-k/top-p truncation,
 which is the behaviour log-prob the trainer recomputes (rollout/hf.py says why).
+
+Non-finite logits are not checked here, once per token: a NaN or +inf logit makes the whole row's
+log-softmax NaN (through its max and normaliser), so the returned log-prob is non-finite and the
+caller checks those once per batch (`check_finite`).
 """
 
 from __future__ import annotations
@@ -14,15 +18,20 @@ import torch
 from replaylab.rollout.base import NonFiniteLogits, SamplingParams
 
 
+def check_finite(logprobs: torch.Tensor) -> None:
+    """Raise NonFiniteLogits if any sampled token's log-prob (B, L) is NaN or infinite."""
+    bad = ~torch.isfinite(logprobs)
+    if bool(bad.any()):
+        raise NonFiniteLogits(f"non-finite logits in {int(bad.any(-1).sum())} of {len(logprobs)} rows")
+
+
 def sample_next(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, V) float logits -> (tokens (B,), behaviour log-probs (B,)). Greedy when temperature is 0
     (the log-prob is then under temperature 1, like rollout=hf)."""
-    if not bool(torch.isfinite(logits).all()):
-        raise NonFiniteLogits(f"non-finite logits in {int((~torch.isfinite(logits)).any(-1).sum())} of {len(logits)} rows")
     if params.temperature == 0:
         tokens = logits.argmax(-1)
         return tokens, torch.log_softmax(logits, -1).gather(-1, tokens[:, None]).squeeze(-1)
-    scaled = logits / params.temperature
+    scaled = logits / params.temperature if params.temperature != 1 else logits
     logp = torch.log_softmax(scaled, dim=-1)
     probs = logp.exp()
     if params.top_k or params.top_p < 1:
