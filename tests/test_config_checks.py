@@ -42,6 +42,8 @@ SILENT_BEFORE = [
     (["strategy=recent", "strategy.window=50"], "strategy.window"),  # longer than the current phase
     (["eval.samples=4"], "eval.samples"),  # tiny8 is greedy: forced to 1
     (["eval.top_p=0.9"], "eval.top_p"),
+    (["eval.sampled_temperature=0.7"], "eval.sampled_temperature"),  # no sampled evaluation (sampled_k=0)
+    (["eval.sampled_k=2", "eval.sampled_temperature=0"], "eval.sampled_temperature"),  # that is the greedy one
     (["trainer=grpo", "teacher=none", "strategy=ropd"], "strategy"),  # failed after the models loaded
     (["teacher=none"], "teacher"),
     (["trainer.kind=grpo", "trainer.samples_per_prompt=2"], "trainer.kind"),  # kind vs objective
@@ -95,6 +97,7 @@ def test_setting_without_effect_is_a_config_error(overrides, key):
     ["strategy=recent", "trainer.minibatches=4", "budget.max_updates=60"],
     ["trainer=grpo", "teacher=none", "trainer.aggregation=dr_grpo", "trainer.kl_coef=0.01", "trainer.dual_clip=10"],
     ["eval.temperature=0.6", "eval.samples=4", "eval.top_p=0.95"],
+    ["eval.sampled_k=4", "eval.sampled_temperature=0.7"],
     ["trainer.warmup_updates=20", "strategy=ropd"],  # burn-in follows the warm-up
 ])
 def test_settings_with_effect_pass(overrides):

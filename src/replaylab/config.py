@@ -222,6 +222,12 @@ class EvalConfig:
     top_p: float = knob(1.0, "nucleus threshold (Qwen3 thinking: 0.95)")
     top_k: int = knob(0, "top-k (Qwen3 thinking: 20); 0 = off")
     samples: int = knob(0, "samples per problem for avg@k (0 = each benchmark's default k; greedy forces 1)")
+    sampled_k: int = knob(0, "beside the main decoding (greedy by default), also score k samples per problem at "
+                             "eval.sampled_temperature, written as sampled_avg@k, sampled_se, sampled_pass@k, ... "
+                             "(0 = off). Greedy accuracy moves in jumps as argmaxes flip; avg@k over samples "
+                             "measures the policy's distribution, which is what training changes")
+    sampled_temperature: float = knob(1.0, "temperature of the sampled evaluation (acts with eval.sampled_k > 0; plain "
+                                           "sampling: eval.top_p / eval.top_k shape the main decoding only)")
     max_problems: int = knob(0, "evaluate only the first N problems per benchmark (0 = all); for smoke tests")
     instruction: str = knob("", "instruction appended to each question (real models: 'Please reason step by step, and put your final answer within \\boxed{}.')")
     enable_thinking: bool = knob(False, "Qwen3 thinking mode in the chat template")
@@ -240,6 +246,9 @@ class EvalConfig:
         check(self.grader_workers >= 1, "eval.grader_workers", f"must be >= 1, got {self.grader_workers}")
         check(self.grader_timeout >= 1, "eval.grader_timeout", f"must be >= 1 whole second, got {self.grader_timeout}")
         check(self.probe_size >= 0, "eval.probe_size", f"must be >= 0, got {self.probe_size}")
+        check(self.sampled_k >= 0, "eval.sampled_k", f"must be >= 0, got {self.sampled_k}")
+        check(self.sampled_temperature > 0, "eval.sampled_temperature",
+              f"must be > 0 (a sampled evaluation at temperature 0 is the greedy one), got {self.sampled_temperature}")
 
 
 @dataclass

@@ -99,9 +99,11 @@ def check_strategy(cfg, strategy_cls) -> None:
 
 def check_eval(cfg) -> None:
     e = cfg.eval
+    default = defaults_of(e)
+    check(e.sampled_k > 0 or e.sampled_temperature == default["sampled_temperature"], "eval.sampled_temperature",
+          f"{e.sampled_temperature!r} has no effect with eval.sampled_k=0 (no sampled evaluation): set eval.sampled_k > 0")
     if e.temperature > 0:
         return
-    default = defaults_of(e)
     for key in SAMPLING_EVAL_FIELDS:
         value = getattr(e, key)
         check(value == default[key] or (key == "samples" and value == 1), f"eval.{key}",

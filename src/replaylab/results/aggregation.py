@@ -23,8 +23,11 @@ LEDGER = {"updates": "ledger_updates", "trajectories": "ledger_trajectories", "t
           "compute": "ledger_flops_total"}  # compute: estimated FLOPs (training.compute)
 
 
+SAMPLED_PREFIX = "sampled_"  # the metrics of eval.sampled_k's evaluation beside the main one: sampled_avg@k, sampled_se, ...
+
+
 def is_accuracy(metric: str) -> bool:
-    return metric in ACCURACY or "@" in metric
+    return metric.removeprefix(SAMPLED_PREFIX) in ACCURACY or "@" in metric
 
 
 def is_suite_mean(benchmark: str) -> bool:

@@ -10,6 +10,7 @@ from replaylab.config import Config
 from replaylab.models.loading import load_causal_lm, load_tokenizer, resolve_path
 from replaylab.objectives import Objective, build_objective
 from replaylab.replay.base import PromptStream, build_strategy
+from replaylab.results.aggregation import SAMPLED_PREFIX
 from replaylab.rollout.base import SamplingParams
 from replaylab.tasks.datasets import data_order, render_prompts, training_rows
 from replaylab.training.components import Components
@@ -88,19 +89,26 @@ def build_evaluate(cfg: Config, generator, tokenizer, grader):
     from replaylab.evaluation.runner import evaluate_benchmarks
 
     benchmarks = get_benchmarks(names, e.data_root or cfg.data.data_root)
-    params = SamplingParams(e.max_new_tokens, e.temperature, e.top_p, e.top_k)
+    # (metric prefix, decoding, samples per problem): the main evaluation, and the sampled one beside
+    # it (plain sampling at eval.sampled_temperature: top-p / top-k belong to the main decoding)
+    passes = [("", SamplingParams(e.max_new_tokens, e.temperature, e.top_p, e.top_k), e.samples or None)]
+    if e.sampled_k:
+        passes.append((SAMPLED_PREFIX, SamplingParams(e.max_new_tokens, e.sampled_temperature), e.sampled_k))
 
     def evaluate(update: int):
-        _, rows = evaluate_benchmarks(
-            generator, tokenizer, benchmarks, params, grader, instruction=e.instruction,
-            enable_thinking=e.enable_thinking, seed=cfg.trainer.seed + 7919 * update,
-            samples_per_problem=e.samples or None, max_problems=e.max_problems or None,
-        )
         by_bench: dict[str, tuple[dict, dict]] = {}
-        for r in rows:
-            metrics, n = by_bench.setdefault(r["benchmark"], ({}, {}))
-            metrics[r["metric"]] = r["value"]
-            n[r["metric"]] = r.get("n_samples")
+        for index, (prefix, params, k) in enumerate(passes):
+            # The seed depends on the update only: every strategy of a sweep draws the same random
+            # numbers at the same evaluation, which pairing by data order then cancels.
+            _, rows = evaluate_benchmarks(
+                generator, tokenizer, benchmarks, params, grader, instruction=e.instruction,
+                enable_thinking=e.enable_thinking, seed=cfg.trainer.seed + 7919 * update + index,
+                samples_per_problem=k, max_problems=e.max_problems or None,
+            )
+            for r in rows:
+                metrics, n = by_bench.setdefault(r["benchmark"], ({}, {}))
+                metrics[prefix + r["metric"]] = r["value"]
+                n[prefix + r["metric"]] = r.get("n_samples")
         return [(b, m, n) for b, (m, n) in by_bench.items()]
 
     return evaluate
