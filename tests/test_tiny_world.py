@@ -81,7 +81,7 @@ def test_the_cache_key_follows_the_held_out_set(monkeypatch):
     from replaylab.models import tiny_spec
 
     before = tiny_spec.TinyWorldConfig().digest()
-    monkeypatch.setattr(tiny_spec, "held_out_questions", lambda: held_out_questions() | {"1+1=?"})
+    monkeypatch.setattr(tiny_spec, "held_out_questions", lambda kinds=None: held_out_questions(kinds) | {"1+1=?"})
     assert tiny_spec.TinyWorldConfig().digest() != before
     monkeypatch.setattr(tiny_spec, "held_out_questions", held_out_questions)
     assert tiny_spec.TinyWorldConfig().digest() == before

@@ -60,15 +60,16 @@ class TeacherConfig:
 class DataConfig:
     """The training prompts."""
 
-    name: str = knob("tiny_arith", "tiny_arith (generated) | math_train | gsm8k_train | aime_1983_2023 (jsonl under data_root)")
+    name: str = knob("tiny_arith", "tiny_arith | tiny_long (generated: tiny8's training kinds | tinylong's) | math_train | "
+                                   "gsm8k_train | aime_1983_2023 (jsonl under data_root)")
     data_root: str | None = knob(None, "directory of the benchmark/training jsonl files; None = $REPLAYLAB_DATA_ROOT or ../shared/data/math")
-    size: int = knob(4096, "tiny_arith: number of distinct training problems; others: cap on rows (0 = all)")
-    seed: int = knob(1, "tiny_arith: seed of the generated problem set")
+    size: int = knob(4096, "tiny_arith / tiny_long: number of distinct training problems; others: cap on rows (0 = all)")
+    seed: int = knob(1, "tiny_arith / tiny_long: seed of the generated problem set")
     instruction: str = knob("", "text appended to each question in the user turn (real models: ask for \\boxed{})")
     enable_thinking: bool = knob(False, "passed to the chat template (Qwen3 thinking mode)")
 
     def __post_init__(self) -> None:
-        check_choice(self.name, "data.name", ["tiny_arith", "math_train", "gsm8k_train", "aime_1983_2023"])
+        check_choice(self.name, "data.name", ["tiny_arith", "tiny_long", "math_train", "gsm8k_train", "aime_1983_2023"])
         check(self.size >= 0, "data.size", f"must be >= 0, got {self.size}")
 
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Literal
 
 from replaylab.tasks.data_root import read_rows, resolve_data_root
-from replaylab.tasks.tiny8 import TINY8_SETS, tiny8_set
+from replaylab.tasks.tiny8 import SUITES as TINY_SUITES
+from replaylab.tasks.tiny8 import eval_set
 
 Kind = Literal["math", "tiny"]
 
@@ -88,13 +89,13 @@ _MATH: dict[str, _MathSpec] = {
     "cmimc2025": _MathSpec("cmimc2025.jsonl", 16, 40),
     "aime2026": _MathSpec("aime2026.jsonl", 16, 30),
 }
-_TINY = {f"tiny8/{s}": s for s in TINY8_SETS}
+_TINY = {f"{suite}/{s}": (suite, s) for suite, (sets, _, _) in TINY_SUITES.items() for s in sets}
 
 SUITES: dict[str, tuple[str, ...]] = {
     "math8": (
         "aime2024", "aime2025", "hmmt_feb_2025", "brumo2025", "amc2023", "math500", "minerva_math", "olympiadbench",
     ),
-    "tiny8": tuple(_TINY),
+    **{suite: tuple(f"{suite}/{s}" for s in sets) for suite, (sets, _, _) in TINY_SUITES.items()},
 }
 
 
@@ -103,7 +104,7 @@ def benchmark_names() -> list[str]:
 
 
 def get_suite(name: str) -> list[str]:
-    """The benchmark names of a suite (`math8`, `tiny8`)."""
+    """The benchmark names of a suite (`math8`, `tiny8`, `tinylong`)."""
     if name not in SUITES:
         raise KeyError(f"unknown benchmark suite {name!r}; allowed: {sorted(SUITES)}")
     return list(SUITES[name])
@@ -113,7 +114,7 @@ def get_benchmark(name: str, data_root: str | Path | None = None) -> Benchmark:
     """Load benchmark `name`; math sets read `<data_root>/<file>.jsonl` (see `data.resolve_data_root`
     for the default root), tiny sets are generated and need no data root."""
     if name in _TINY:
-        items = tuple(BenchmarkItem(p.uid, p.question, p.answer, {"kind": p.kind}) for p in tiny8_set(_TINY[name]))
+        items = tuple(BenchmarkItem(p.uid, p.question, p.answer, {"kind": p.kind}) for p in eval_set(*_TINY[name]))
         return Benchmark(name, items, k=1, kind="tiny")
     if name not in _MATH:
         raise KeyError(f"unknown benchmark {name!r}; allowed: {benchmark_names()} (suites: {sorted(SUITES)})")

@@ -45,6 +45,6 @@ class TinyWorldConfig:
     def digest(self) -> str:
         # The SFT stream leaves out the tiny8 questions, so the held-out set is part of what is built:
         # enlarging it must not reuse a world trained on questions that are now test questions.
-        held_out = hashlib.sha256("\n".join(sorted(held_out_questions())).encode()).hexdigest()[:16]
+        held_out = hashlib.sha256("\n".join(sorted(held_out_questions(tuple(self.kinds)))).encode()).hexdigest()[:16]
         payload = json.dumps({"format": BUILD_FORMAT, "held_out": held_out, **asdict(self)}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]

@@ -73,7 +73,7 @@ def build_tiny_world(cfg: TinyWorldConfig, out: Path, progress: bool = True) -> 
     tokenizer = build_tiny_tokenizer()
     torch.manual_seed(cfg.seed)
     model = _qwen3(cfg.teacher, tokenizer)
-    held_out = held_out_questions()
+    held_out = held_out_questions(tuple(cfg.kinds))
 
     def sample_batch(rng: random.Random, n: int):
         batch = []

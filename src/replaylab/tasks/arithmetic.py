@@ -44,6 +44,14 @@ KINDS: dict[str, Kind] = {
         Kind("mulsub", 3, 2, 1, "first_sub"),
         Kind("add4", 4, 2, 4, ""),
         Kind("add3d", 4, 3, 2, ""),
+        # Long reasoning (the tinylong suite): running sums of many two-digit terms, one written step
+        # per term, so a solution runs about 12 tokens per term (add6 ~70 tokens, add12 ~145): long
+        # enough that a short response budget truncates the longer kinds while a long one fits all.
+        Kind("add6", 5, 2, 6, ""),
+        Kind("add8", 5, 2, 8, ""),
+        Kind("add10", 6, 2, 10, ""),
+        Kind("add12", 6, 2, 12, ""),
+        Kind("add14", 7, 2, 14, ""),
     ]
 }
 

@@ -13,14 +13,17 @@ from transformers import PreTrainedTokenizerBase
 
 from replaylab.tasks.data_root import load_train_rows
 from replaylab.tasks.prompts import render_question
+from replaylab.tasks.tiny8 import TINYLONG_TRAIN_KINDS, TRAIN_KINDS, training_problems
 from replaylab.types import Prompt
 
 
-def training_rows(name: str, size: int, seed: int, data_root: str | None) -> list[dict[str, str]]:
-    if name == "tiny_arith":
-        from replaylab.tasks.tiny8 import training_problems
+# The tiny world's generated training sets: data.name -> the problem kinds they draw from.
+TINY_DATA = {"tiny_arith": TRAIN_KINDS, "tiny_long": TINYLONG_TRAIN_KINDS}
 
-        return [{"id": p.uid, "problem": p.question, "answer": p.answer} for p in training_problems(size, seed)]
+
+def training_rows(name: str, size: int, seed: int, data_root: str | None) -> list[dict[str, str]]:
+    if name in TINY_DATA:
+        return [{"id": p.uid, "problem": p.question, "answer": p.answer} for p in training_problems(size, seed, TINY_DATA[name])]
 
     rows = load_train_rows(name, data_root)
     return rows[:size] if size else rows
