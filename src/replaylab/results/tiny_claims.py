@@ -24,9 +24,14 @@ def _s(name: str) -> dict[str, str]:
     return {"strategy": name}
 
 
+# Response budgets (short, long): the R-OPD table runs on the long-reasoning world, the budget axes on tiny8's.
+ROPD_BUDGETS = ("tinylong_short", "tinylong_long")
+AXES_BUDGETS = ("tiny_short", "tiny_long")
+
+
 def _per_budget(label: str, arm: str, against: str, expect, effect: float = ACC, **kw) -> tuple[Check, ...]:
     return tuple(Check(f"{label} ({b})", _s(arm), _s(against), expect, effect, where={"budget": b}, **kw)
-                 for b in ("tiny_short", "tiny_long"))
+                 for b in ROPD_BUDGETS)
 
 
 def _not_uniform(what: str, cells: tuple[tuple[str, str], ...]) -> Claim:
@@ -34,7 +39,7 @@ def _not_uniform(what: str, cells: tuple[tuple[str, str], ...]) -> Claim:
     return Claim("R-OPD", f"{what} is not uniformly better at matched trajectories and updates", "tiny_budget_axes",
                  tuple(Check(f"{more} - {less}, {s} ({b})", {"strategy": s, **AXES[more]}, {"strategy": s, **AXES[less]},
                              "higher", ACC, where={"budget": b})
-                       for more, less in cells for s in ("current", "initial") for b in ("tiny_short", "tiny_long")),
+                       for more, less in cells for s in ("current", "initial") for b in AXES_BUDGETS),
                  combine="not_uniform")
 
 
@@ -50,8 +55,10 @@ CLAIMS: tuple[Claim, ...] = (
           + _per_budget("recent - current", "recent", "current", "not_higher")),
     Claim("R-OPD", "current-policy rollouts beat initial-policy ones at the short budget; the ranking reverses at the "
           "long one", ROPD,
-          (Check("current - initial (tiny_short)", _s("current"), _s("initial"), "higher", ACC, where={"budget": "tiny_short"}),
-           Check("current - initial (tiny_long)", _s("current"), _s("initial"), "lower", ACC, where={"budget": "tiny_long"}))),
+          (Check(f"current - initial ({ROPD_BUDGETS[0]})", _s("current"), _s("initial"), "higher", ACC,
+                 where={"budget": ROPD_BUDGETS[0]}),
+           Check(f"current - initial ({ROPD_BUDGETS[1]})", _s("current"), _s("initial"), "lower", ACC,
+                 where={"budget": ROPD_BUDGETS[1]}))),
     Claim("R-OPD", "at the same cap R-OPD gives longer responses", ROPD,
           _per_budget("ropd - current, eval response tokens", "ropd", "current", "higher", 2.0,
                       metric="mean_response_tokens")),
