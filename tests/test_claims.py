@@ -137,6 +137,7 @@ def test_claims_command_writes_a_report_and_one_figure_per_claim(tmp_path, monke
     assert any("new beats current" in line and "reproduced" in line for line in summary.splitlines())
     assert any("a sweep nobody ran" in line and "not run" in line for line in summary.splitlines())
     assert "control detected" in text  # current learns from update 30 to 60 in every order
+    assert any("new beats current" in line and "| detected" in line for line in summary.splitlines())
     figure = out.parent / "claims_01.png"
     assert figure.exists() and not (out.parent / "claims_02.png").exists()
     assert Image.open(figure).size[0] > 500
@@ -153,3 +154,24 @@ def test_a_numeric_arm_filter_matches_a_float_column():
     check = Check("q", {"strategy": "new", "prompts_per_iteration": 8}, {"strategy": "current", "prompts_per_iteration": 8},
                   "higher", 3.0)
     assert run_check(df, check)["n_pairs"] == 3
+
+
+def test_a_sweep_whose_control_fails_is_marked_in_the_summary(tmp_path, monkeypatch):
+    """The reference stops learning after half its run: the sweep's control is not detected, and every
+    claim on it says so beside its verdict (the test fails if the mark is dropped)."""
+    from replaylab.results import tiny_claims
+
+    flat = [[0.30, 0.35, 0.35], [0.31, 0.36, 0.355], [0.29, 0.33, 0.335], [0.30, 0.36, 0.36]]
+    new = [[0.30, 0.40, 0.41], [0.31, 0.38, 0.40], [0.29, 0.35, 0.37], [0.30, 0.41, 0.45]]
+    for row in runs({"current": flat, "new": new}):
+        run_dir = tmp_path / "runs" / "plateau" / f"{row['run']}-{'0' * 16}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "done.json").write_text("{}")
+        with open(run_dir / "rows.jsonl", "a") as f:
+            f.write(json.dumps({k: v for k, v in row.items() if k != "status"}) + "\n")
+    monkeypatch.setattr(tiny_claims, "CLAIMS", (Claim("Demo", "new beats current", "plateau", (higher("final"),)),))
+    monkeypatch.setattr(tiny_claims, "CONTROLS", {"plateau": "current"})
+    out = tmp_path / "claims.md"
+    assert main(["claims", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    summary = out.read_text().split("## Known-effect controls")[0]
+    assert any("new beats current" in line and "NOT detected" in line for line in summary.splitlines())

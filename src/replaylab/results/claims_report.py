@@ -50,6 +50,16 @@ def control_table(frames: dict[str, Any], references: dict[str, str]) -> list[di
     return rows
 
 
+def control_by_sweep(controls: list[dict[str, Any]]) -> dict[str, str]:
+    """sweep -> "detected" when every block's control was, else which blocks were not."""
+    out: dict[str, list] = {}
+    for c in controls:
+        out.setdefault(c["sweep"], []).append(c)
+    return {sweep: "detected" if all(c["verdict"] == "control detected" for c in cs) else
+            "NOT detected" + "".join(f" ({c['block']})" for c in cs if c["verdict"] != "control detected" and c["block"])
+            for sweep, cs in out.items()}
+
+
 def claim_figure(record: dict[str, Any], path: Path) -> Path:
     import matplotlib
 
@@ -89,9 +99,12 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
              "t-interval and the minimum detectable effect (MDE) at 80% power, alpha 0.05. Verdicts: reproduced, "
              "contradicted (the opposite, or no effect as large as the one that matters although the MDE says one "
              "would have been seen), inconclusive (the interval covers 0 and the MDE exceeds the effect). "
-             "Accuracy is tiny8 mean avg@k in points.", ""]
+             "Accuracy is the suite mean avg@k (tiny8, or tinylong for the R-OPD sweep) in points. A claim whose sweep "
+             "did not detect its own known-effect control is marked in the summary: that sweep failed its own check, "
+             "so read its verdicts with the control's row below.", ""]
+    control = control_by_sweep(controls)
     summary = [{"paper": r["claim"].paper, "claim": r["claim"].statement, "sweep": r["claim"].sweep,
-                "verdict": r["verdict"]} for r in records]
+                "verdict": r["verdict"], "sweep's control": control.get(r["claim"].sweep, "-")} for r in records]
     lines += ["## Summary", "", pd.DataFrame(summary).to_markdown(index=False), ""]
     lines += ["## Known-effect controls", ""]
     if controls:
@@ -132,7 +145,7 @@ def sweep_sizes(frames: dict[str, Any]) -> dict[str, str]:
         per_set = ev.groupby(["run", "update", "benchmark"])["n"].max().median() if "n" in ev and len(ev) else math.nan
         out[sweep] = (f"{done} of {len(runs)} runs finished, data orders {sorted(set(runs['order']))}, "
                       f"{int(df['update'].max())} updates at most, "
-                      + (f"{per_set:.0f} problems per tiny8 set" if math.isfinite(per_set) else "eval size unknown"))
+                      + (f"{per_set:.0f} problems per evaluation set" if math.isfinite(per_set) else "eval size unknown"))
     return out
 
 
