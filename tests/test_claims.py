@@ -127,7 +127,9 @@ def test_claims_command_writes_a_report_and_one_figure_per_claim(tmp_path, monke
         with open(run_dir / "rows.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
     claims = (Claim("Demo", "new beats current", "demo", (higher("final"), higher("first", update="first"))),
-              Claim("Demo", "a sweep nobody ran", "absent", (higher(),)))
+              Claim("Demo", "a sweep nobody ran", "absent", (higher(),)),
+              Claim("Demo", "an arm nobody ran", "demo",
+                    (Check("ghost", {"strategy": "ghost"}, {"strategy": "current"}, "higher", 3.0),)))
     monkeypatch.setattr(tiny_claims, "CLAIMS", claims)
     monkeypatch.setattr(tiny_claims, "CONTROLS", {"demo": "current"})
     out = tmp_path / "reports" / "claims.md"
@@ -140,6 +142,7 @@ def test_claims_command_writes_a_report_and_one_figure_per_claim(tmp_path, monke
     assert any("new beats current" in line and "| detected" in line for line in summary.splitlines())
     figure = out.parent / "claims_01.png"
     assert figure.exists() and not (out.parent / "claims_02.png").exists()
+    assert not (out.parent / "claims_03.png").exists()  # no empty figure for an arm without runs
     assert Image.open(figure).size[0] > 500
     assert claims_report.__doc__  # the module says what the report holds
 

@@ -108,7 +108,7 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
     lines += ["## Summary", "", pd.DataFrame(summary).to_markdown(index=False), ""]
     lines += ["## Known-effect controls", ""]
     if controls:
-        shown = [{"sweep": c["sweep"], "block": c["block"], "control": c["strategy"],
+        shown = [{"sweep": c["sweep"], "block": c["block"] if isinstance(c["block"], str) else "", "control": c["strategy"],
                   "difference": _fmt(c["diff"], c["ci_low"], c["ci_high"]), "pairs": c["n_pairs"],
                   "MDE": f"{c['mde']:.2f}" if math.isfinite(c["mde"]) else "-", "verdict": c["verdict"]} for c in controls]
         lines += [pd.DataFrame(shown).to_markdown(index=False), ""]
@@ -162,7 +162,9 @@ def cmd_claims(args: argparse.Namespace) -> int:
             print(f"replaylab claims: no runs under {root / sweep}; its claims are reported as not run", file=sys.stderr)
     records = evaluate_claims(frames, CLAIMS)
     out = Path(args.out)
-    figures = {i: claim_figure(r, out.parent / f"{out.stem}_{i + 1:02d}.png") for i, r in enumerate(records) if r["checks"]}
+    # no figure for a claim none of whose checks has a pair (its arm was not run)
+    figures = {i: claim_figure(r, out.parent / f"{out.stem}_{i + 1:02d}.png") for i, r in enumerate(records)
+               if any(c["diffs"] for c in r["checks"])}
     text = report_markdown(records, control_table(frames, CONTROLS), figures, sweep_sizes(frames))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text + "\n")
