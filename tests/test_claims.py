@@ -112,6 +112,16 @@ def test_train_mean_ledger_and_updates_to_peak_measures():
     assert peak["verdict"] != "reproduced"  # one order against: not enough for three pairs
 
 
+def write_sweep(sweep_dir, records) -> None:
+    """The records as finished run directories of one sweep (rows.jsonl and done.json each)."""
+    for row in records:
+        run_dir = sweep_dir / f"{row['run']}-{'0' * 16}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "done.json").write_text("{}")
+        with open(run_dir / "rows.jsonl", "a") as f:
+            f.write(json.dumps({k: v for k, v in row.items() if k != "status"}) + "\n")
+
+
 def test_claims_command_writes_a_report_and_one_figure_per_claim(tmp_path, monkeypatch):
     from PIL import Image
 
@@ -119,13 +129,7 @@ def test_claims_command_writes_a_report_and_one_figure_per_claim(tmp_path, monke
 
     base = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31], [0.30, 0.36, 0.40]]
     new = [[0.30, 0.40, 0.41], [0.31, 0.38, 0.40], [0.29, 0.35, 0.37], [0.30, 0.41, 0.45]]
-    for row in runs({"current": base, "new": new}):
-        run_dir = tmp_path / "runs" / "demo" / f"{row['run']}-{'0' * 16}"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "done.json").write_text("{}")
-        row = {k: v for k, v in row.items() if k != "status"}
-        with open(run_dir / "rows.jsonl", "a") as f:
-            f.write(json.dumps(row) + "\n")
+    write_sweep(tmp_path / "runs" / "demo", runs({"current": base, "new": new}))
     claims = (Claim("Demo", "new beats current", "demo", (higher("final"), higher("first", update="first"))),
               Claim("Demo", "a sweep nobody ran", "absent", (higher(),)),
               Claim("Demo", "an arm nobody ran", "demo",
@@ -166,12 +170,7 @@ def test_a_sweep_whose_control_fails_is_marked_in_the_summary(tmp_path, monkeypa
 
     flat = [[0.30, 0.35, 0.35], [0.31, 0.36, 0.355], [0.29, 0.33, 0.335], [0.30, 0.36, 0.36]]
     new = [[0.30, 0.40, 0.41], [0.31, 0.38, 0.40], [0.29, 0.35, 0.37], [0.30, 0.41, 0.45]]
-    for row in runs({"current": flat, "new": new}):
-        run_dir = tmp_path / "runs" / "plateau" / f"{row['run']}-{'0' * 16}"
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "done.json").write_text("{}")
-        with open(run_dir / "rows.jsonl", "a") as f:
-            f.write(json.dumps({k: v for k, v in row.items() if k != "status"}) + "\n")
+    write_sweep(tmp_path / "runs" / "plateau", runs({"current": flat, "new": new}))
     monkeypatch.setattr(tiny_claims, "CLAIMS", (Claim("Demo", "new beats current", "plateau", (higher("final"),)),))
     monkeypatch.setattr(tiny_claims, "CONTROLS", {"plateau": "current"})
     out = tmp_path / "claims.md"

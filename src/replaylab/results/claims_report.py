@@ -80,7 +80,7 @@ def claim_figure(record: dict[str, Any], path: Path) -> Path:
             ax.axvline(x, color="0.3", ls=":", lw=1)
         ax.axvline(0, color="k", lw=0.8)
         ax.set_yticks([0], [f"{check.label}\n[{check.expect}; {r['verdict']}]"], fontsize=7)
-    axes[-1, 0].set_xlabel("paired difference (dots: data orders; bar: mean and 95% interval; dotted: effect that "
+    axes[-1, 0].set_xlabel("paired difference\n(dots: data orders; bar: mean and 95% interval; dotted: effect that "
                            "matters)", fontsize=8)
     fig.suptitle("\n".join(textwrap.wrap(f"{claim.paper}: {claim.statement} — {record['verdict']}", 70)), fontsize=9)
     fig.tight_layout()
