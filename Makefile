@@ -10,7 +10,8 @@ SWEEP := $(TRAIN) -m
 
 # The table targets are pattern rules (make skips implicit rules for .PHONY targets, so they are not
 # listed there): tiny-table-ropd, tiny-table-prompt-replay, tiny-table-repo, tiny-table-popo,
-# tiny-table-rlep, tiny-table-budget-axes, tiny-table-reopd, tiny-table-prefixrl, tiny-table-hdl,
+# tiny-table-rlep, tiny-table-grpo-replay (RLEP, RePO and POPO with one shared current arm),
+# tiny-table-budget-axes, tiny-table-reopd, tiny-table-prefixrl, tiny-table-hdl,
 # tiny-table-fifo (compute-matched), tiny-table-fopd, tiny-table-depo, and the same without `tiny-`
 # at full scale.
 .PHONY: install run test tiny bench clean notebooks tiny-table-budget-axes table-budget-axes tiny-claims
@@ -71,8 +72,8 @@ table-budget-axes: install
 
 # The claims report: every tiny sweep a seed-paper claim reads, then `replaylab claims` over their runs
 # (reports/tiny_claims.md and one figure per claim beside it). CLAIM_SWEEPS narrows it, e.g.
-# make tiny-claims CLAIM_SWEEPS='tiny_prompt_replay tiny_rlep'; claims of sweeps not run are reported as not run.
-CLAIM_SWEEPS ?= tiny_ropd tiny_budget_axes tiny_prompt_replay tiny_repo tiny_popo tiny_rlep
+# make tiny-claims CLAIM_SWEEPS='tiny_grpo_replay'; claims of sweeps not run are reported as not run.
+CLAIM_SWEEPS ?= tiny_ropd tiny_budget_axes tiny_grpo_replay
 tiny-claims: install
 	set -e; for s in $(CLAIM_SWEEPS); do $(SWEEP) +sweep=$$s $(TINY_LAUNCHER) $(ARGS); done
 	$(VENV)/bin/replaylab claims runs --out reports/tiny_claims.md

@@ -44,6 +44,9 @@ def _not_uniform(what: str, cells: tuple[tuple[str, str], ...]) -> Claim:
 
 
 ROPD = "tiny_ropd"
+# Prompt Replay, RLEP, RePO and POPO are tested on one sweep with one shared current-policy arm
+# (conf/sweep/tiny_grpo_replay.yaml); the per-paper sweeps add each paper's variants.
+GRPO_REPLAY = "tiny_grpo_replay"
 CLAIMS: tuple[Claim, ...] = (
     Claim("R-OPD", "R-OPD beats continued current-policy sampling at matched updates", ROPD,
           _per_budget("ropd - current, tinylong mean", "ropd", "current", "higher")),
@@ -64,27 +67,28 @@ CLAIMS: tuple[Claim, ...] = (
                       metric="mean_response_tokens")),
     _not_uniform("more queries per iteration", (("q64n1k1", "q16n4k1"), ("q256n1k4", "q64n4k4"))),
     _not_uniform("more frequent resampling", (("q64n1k1", "q256n1k4"), ("q16n4k1", "q64n4k4"))),
-    Claim("Prompt Replay", "fewer zero-variance prompts and a larger mean |advantage|", "tiny_prompt_replay",
+    Claim("Prompt Replay", "fewer zero-variance prompts and a larger mean |advantage|", GRPO_REPLAY,
           (Check("zero-variance groups, prompt_replay - current", _s("prompt_replay"), _s("current"), "lower",
                  FRACTION, measure="train_mean", metric="zero_variance_groups"),
            Check("mean |advantage|, prompt_replay - current", _s("prompt_replay"), _s("current"), "higher",
                  FRACTION, measure="train_mean", metric="abs_advantage"))),
-    Claim("Prompt Replay", "a faster initial gain, then convergence with the baseline", "tiny_prompt_replay",
+    Claim("Prompt Replay", "a faster initial gain, then convergence with the baseline", GRPO_REPLAY,
           (Check("first evaluation, prompt_replay - current", _s("prompt_replay"), _s("current"), "higher", ACC,
                  update="first"),
            Check("final evaluation, prompt_replay - current", _s("prompt_replay"), _s("current"), "same", ACC))),
     Claim("RePO", "more effective optimization steps (fewer zero-advantage groups) and higher accuracy than GRPO",
-          "tiny_repo",
+          GRPO_REPLAY,
           (Check("zero-variance groups, repo - current", _s("repo"), _s("current"), "lower", FRACTION,
                  measure="train_mean", metric="zero_variance_groups"),
            Check("final tiny8 mean, repo - current", _s("repo"), _s("current"), "higher", ACC)),
           note="the extra compute is reported by the training-FLOPs row of the RePO table (`replaylab table "
-               "runs/tiny_repo`), not judged"),
-    Claim("POPO", "the same accuracy with fewer rollouts", "tiny_popo",
+               "runs/tiny_grpo_replay`), not judged"),
+    Claim("POPO", "the same accuracy with fewer rollouts", GRPO_REPLAY,
           (Check("final tiny8 mean, popo - current", _s("popo"), _s("current"), "same", ACC),
            Check("fresh rollouts, popo - current", _s("popo"), _s("current"), "lower", 0.0,
                  measure="ledger", metric="fresh_trajectories"))),
-    Claim("RLEP", "the baseline's peak accuracy in fewer updates, and a higher final accuracy", "tiny_rlep",
+    Claim("RLEP", "the baseline's peak accuracy in fewer updates, and a higher final accuracy",
+          GRPO_REPLAY,
           (Check("updates to the baseline's peak, rlep - current", _s("rlep"), _s("current"), "lower", PEAK_UPDATES,
                  measure="updates_to_peak"),
            Check("final tiny8 mean, rlep - current", _s("rlep"), _s("current"), "higher", ACC))),
@@ -92,6 +96,5 @@ CLAIMS: tuple[Claim, ...] = (
 
 # The reference of each sweep's known-effect control (its own late learning must be detected).
 CONTROLS: dict[str, str] = {
-    "tiny_ropd": "current", "tiny_prompt_replay": "current", "tiny_repo": "current", "tiny_popo": "current",
-    "tiny_rlep": "current", "tiny_budget_axes": "current",
+    "tiny_ropd": "current", GRPO_REPLAY: "current", "tiny_budget_axes": "current",
 }
