@@ -106,6 +106,14 @@ def test_train_mean_ledger_and_updates_to_peak_measures():
     assert zv["diffs"] == pytest.approx([0.2 - 0.5, 0.3 - 0.5, 0.2 - 0.5]) and zv["verdict"] == "reproduced"
     roll = run_check(df, higher(expect="lower", effect=0.0, measure="ledger", metric="fresh_trajectories"))
     assert roll["diffs"] == pytest.approx([-300.0, -280.0, -190.0]) and roll["verdict"] == "reproduced"
+    # exact counts with no spread (an arm that spends exactly the reference's rollouts): the point is the
+    # answer, so "fewer rollouts" is contradicted, not left inconclusive for want of an MDE
+    same = tidy_frame(runs({"current": base, "new": fast}, rollouts={"current": [800.0] * 3, "new": [800.0] * 3}))
+    even = run_check(same, higher(expect="lower", effect=0.0, measure="ledger", metric="fresh_trajectories"))
+    assert even["diffs"] == [0.0, 0.0, 0.0] and even["verdict"] == "contradicted"
+    fewer = tidy_frame(runs({"current": base, "new": fast}, rollouts={"current": [800.0] * 3, "new": [700.0] * 3}))
+    assert run_check(fewer, higher(expect="lower", effect=0.0, measure="ledger",
+                                   metric="fresh_trajectories"))["verdict"] == "reproduced"
     peak = run_check(df, higher(expect="lower", effect=30.0, measure="updates_to_peak"))
     # the baseline reaches its own peak at 60, 60, 60; the new arm at 30, 30 and never (censored: 60 + 30)
     assert peak["diffs"] == pytest.approx([-30.0, -30.0, 30.0])
