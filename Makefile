@@ -10,7 +10,8 @@ SWEEP := $(TRAIN) -m
 
 # The table targets are pattern rules (make skips implicit rules for .PHONY targets, so they are not
 # listed there): tiny-table-ropd, tiny-table-prompt-replay, tiny-table-repo, tiny-table-popo,
-# tiny-table-rlep, tiny-table-grpo-replay (RLEP, RePO and POPO with one shared current arm),
+# tiny-table-rlep, tiny-table-grpo-replay (Prompt Replay, RLEP, RePO, POPO and dynamic sampling beside
+# one shared current arm),
 # tiny-table-budget-axes, tiny-table-reopd, tiny-table-prefixrl, tiny-table-hdl,
 # tiny-table-fifo (compute-matched), tiny-table-fopd, tiny-table-depo, and the same without `tiny-`
 # at full scale.

@@ -45,7 +45,7 @@ def _isolated_cache(tmp_path_factory):
         os.environ["REPLAYLAB_CACHE"] = old
 
 
-def compose(overrides: list[str]):
+def compose(overrides: list[str], return_hydra_config: bool = False):
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
@@ -53,7 +53,7 @@ def compose(overrides: list[str]):
     from replaylab.cli.train import register_configs  # noqa: F401  (registers schemas on import)
 
     with initialize_config_dir(config_dir=conf_dir(), version_base=None):
-        return hydra_compose(config_name="config", overrides=overrides)
+        return hydra_compose(config_name="config", overrides=overrides, return_hydra_config=return_hydra_config)
 
 
 @pytest.fixture

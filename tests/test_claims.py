@@ -193,25 +193,20 @@ def test_every_claim_reads_a_sweep_that_runs_its_arms_and_make_tiny_claims_runs_
     import re
     from pathlib import Path
 
-    from hydra import compose, initialize_config_dir
-
-    from replaylab.cli.train import register_configs  # noqa: F401  (registers the schemas)
-    from replaylab.paths import conf_dir
+    from conftest import compose
     from replaylab.results.tiny_claims import CLAIMS, CONTROLS
 
     makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
     claim_sweeps = set(re.search(r"^CLAIM_SWEEPS \?= (.*)$", makefile, re.M).group(1).split())
     sweeps = {c.sweep for c in CLAIMS} | set(CONTROLS)
     assert sweeps == claim_sweeps
-    with initialize_config_dir(config_dir=conf_dir(), version_base=None):
-        for sweep in sweeps:
-            cfg = compose(config_name="config", overrides=[f"+sweep={sweep}"], return_hydra_config=True)
-            assert cfg.experiment == sweep
-            options = str(cfg.hydra.sweeper.params.strategy).split(",")
-            names = set()
-            for option in options:
-                s = compose(config_name="config", overrides=[f"+sweep={sweep}", f"strategy={option}"]).strategy
-                names.add(s.get("label") or s.name)
-            arms = {arm["strategy"] for c in CLAIMS if c.sweep == sweep for check in c.checks
-                    for arm in (check.arm, check.against)} | ({CONTROLS[sweep]} if sweep in CONTROLS else set())
-            assert arms <= names, (sweep, arms - names)
+    for sweep in sweeps:
+        cfg = compose([f"+sweep={sweep}"], return_hydra_config=True)
+        assert cfg.experiment == sweep
+        names = set()
+        for option in str(cfg.hydra.sweeper.params.strategy).split(","):
+            s = compose([f"+sweep={sweep}", f"strategy={option}"]).strategy
+            names.add(s.get("label") or s.name)
+        arms = {arm["strategy"] for c in CLAIMS if c.sweep == sweep for check in c.checks
+                for arm in (check.arm, check.against)} | ({CONTROLS[sweep]} if sweep in CONTROLS else set())
+        assert arms <= names, (sweep, arms - names)
