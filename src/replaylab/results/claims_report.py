@@ -85,7 +85,7 @@ def claim_figure(record: dict[str, Any], path: Path) -> Path:
     fig.suptitle("\n".join(textwrap.wrap(f"{claim.paper}: {claim.statement} — {record['verdict']}", 70)), fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # long check labels sit left of the axes
     plt.close(fig)
     return path
 
