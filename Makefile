@@ -47,6 +47,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/bench_generation.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/generation.json
 	$(PY) benchmarks/bench_trl_grpo.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/trl_grpo.json
 	$(PY) benchmarks/bench_trl_opd.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/trl_opd.json
+	$(PY) benchmarks/bench_micro_batch.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/micro_batch.json
 
 # The install plus the bench extra (what `make bench` needs; `make install` stays without it).
 $(VENV)/.installed-bench: $(VENV)/.installed pyproject.toml

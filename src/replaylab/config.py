@@ -136,6 +136,9 @@ class TrainerConfig:
     minibatches: int = knob(1, "optimizer updates per pass over an iteration's batch (the batch is split into this many)")
     resample_period: int = knob(1, "passes over the same rollouts before fresh sampling (updates between fresh rollouts = minibatches x this)")
     stat_groups: int = knob(4, "gradient groups per update, for strategies that read gradient statistics (ropd); others take one backward per update")
+    micro_batch: int = knob(0, "sequences per loss forward/backward: a gradient group larger than this is cut into "
+                               "chunks of similar length whose gradients accumulate (each chunk pads only to its own "
+                               "longest row; the same gradient up to float summation order); 0 = one pass per group")
     sketch_dim: int = knob(0, "dimension of the random gradient sketch handed to strategies that read it (ropd statistic=sketch); 0 = norms only")
     aggregation: str = knob("dapo", "loss aggregation: grpo (per-sequence mean) | dapo (global token mean) | dr_grpo (constant normaliser; GRPO objective only)")
     advantage: str = knob("zscore", "GRPO group advantage: zscore | center (grpo objective only)")
@@ -197,7 +200,7 @@ class TrainerConfig:
         check(self.kind != "grpo" or self.samples_per_prompt >= 2, p + "samples_per_prompt", "GRPO needs groups of at least 2 samples")
         check((self.prompts_per_iteration * self.samples_per_prompt) % self.minibatches == 0, p + "minibatches",
               f"{self.minibatches} does not divide the batch of {self.prompts_per_iteration * self.samples_per_prompt} samples")
-        for key in ("eval_every", "checkpoint_every", "warmup_updates", "sketch_dim", "threads"):
+        for key in ("eval_every", "checkpoint_every", "warmup_updates", "sketch_dim", "threads", "micro_batch"):
             check(getattr(self, key) >= 0, p + key, f"must be >= 0, got {getattr(self, key)}")
         check(self.keep_checkpoints >= 1, p + "keep_checkpoints", f"must be >= 1, got {self.keep_checkpoints}")
 

@@ -17,6 +17,18 @@ from replaylab.training.provenance import Provenance
 from replaylab.types import Sample
 
 
+def length_chunks(rows: list[Sample], n: int) -> list[list[Sample]]:
+    """`rows` cut into `n` near-equal chunks of similar length (sorted by context + response
+    length), so that each chunk pads only to its own longest row; with n = 1, `rows` unchanged.
+    Measured on 256 GRPO-shaped rows of the tiny student (1 thread): one padded pass 2.5 s, four
+    sorted chunks 1.5 s. Chunks may be empty when a rank's shard is smaller than n."""
+    if n <= 1:
+        return [list(rows)]
+    ordered = sorted(rows, key=lambda s: len(s.context_ids) + s.num_tokens)
+    bounds = [round(c * len(ordered) / n) for c in range(n + 1)]
+    return [ordered[bounds[c] : bounds[c + 1]] for c in range(n)]
+
+
 class UpdatesMixin:
     def train_on(self, samples: list[Sample], provenance: Provenance) -> tuple[list[float], list | None, dict[str, float]]:
         t = self.cfg.trainer
@@ -63,25 +75,28 @@ class UpdatesMixin:
         self.grad_groups.reset()
         timed = self.ledger.timed
         for part in parts:
-            local = D.shard(part)
-            dummy = not local  # a rank without samples still joins the collectives, with weight 0
-            with timed("forward_backward"):
-                loss, m = self.objective.loss(model, local or part[:1], self.pad_id, self.c.ref_model, batch=mb)
-                if D.all_reduce_max(0.0 if torch.isfinite(loss) else 1.0):
-                    raise TrainingDiverged(
-                        f"non-finite loss ({loss.item()}) at update {self.update + 1}, iteration {self.iteration}; "
-                        f"the last good checkpoint in {self.run_dir / 'checkpoints'} is kept. Lower trainer.lr or check the data."
-                    )
-                w_local = 0.0 if dummy else self.objective.share(local, mb)
-                (loss * (w_local * D.grad_sync_scale())).backward()
+            # Every rank cuts its shard into the same number of chunks (from the global part's size),
+            # so ranks run the same number of backwards and their gradient syncs stay in lockstep.
+            n_chunks = math.ceil(len(part) / (t.micro_batch * D.world_size())) if t.micro_batch else 1
+            for chunk in length_chunks(D.shard(part), n_chunks):
+                dummy = not chunk  # a rank without samples still joins the collectives, with weight 0
+                with timed("forward_backward"):
+                    loss, m = self.objective.loss(model, chunk or part[:1], self.pad_id, self.c.ref_model, batch=mb)
+                    if D.all_reduce_max(0.0 if torch.isfinite(loss) else 1.0):
+                        raise TrainingDiverged(
+                            f"non-finite loss ({loss.item()}) at update {self.update + 1}, iteration {self.iteration}; "
+                            f"the last good checkpoint in {self.run_dir / 'checkpoints'} is kept. Lower trainer.lr or check the data."
+                        )
+                    w_local = 0.0 if dummy else self.objective.share(chunk, mb)
+                    (loss * (w_local * D.grad_sync_scale())).backward()
+                for k, v in m.items():
+                    metrics[k] = metrics.get(k, 0.0) + w_local * v
             with timed("gradient_stats"):
                 w = self.objective.share(part, mb)
                 grads = self.grad_groups.take()
                 norms.append(D.grad_norm(grads) / w if w > 0 else 0.0)  # w = 0: every row masked out
                 if self.sketch:
                     sketches.append(self.sketch(D.full_tensors(grads)) / w)
-            for k, v in m.items():
-                metrics[k] = metrics.get(k, 0.0) + w_local * v
         with timed("optimizer"):
             if D.world_size() > 1:
                 keys = sorted(metrics)
