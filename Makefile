@@ -48,6 +48,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/bench_trl_grpo.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/trl_grpo.json
 	$(PY) benchmarks/bench_trl_opd.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/trl_opd.json
 	$(PY) benchmarks/bench_micro_batch.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/micro_batch.json
+	$(PY) benchmarks/bench_lean_forward.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/lean_forward.json
 
 # The install plus the bench extra (what `make bench` needs; `make install` stays without it).
 $(VENV)/.installed-bench: $(VENV)/.installed pyproject.toml

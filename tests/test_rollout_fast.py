@@ -23,7 +23,7 @@ from transformers.generation.logits_process import (
 from replaylab.models.batching import score_logprobs
 from replaylab.models.tiny_tokenizer import build_tiny_tokenizer
 from replaylab.rollout.base import NonFiniteLogits, SamplingParams
-from replaylab.rollout.decoder import UnsupportedModel
+from replaylab.models.lean import UnsupportedModel
 from replaylab.rollout.fast import FastGenerator
 from replaylab.rollout.hf import HFGenerator
 from replaylab.rollout.sampling import sample_next

@@ -139,6 +139,10 @@ class TrainerConfig:
     micro_batch: int = knob(0, "sequences per loss forward/backward: a gradient group larger than this is cut into "
                                "chunks of similar length whose gradients accumulate (each chunk pads only to its own "
                                "longest row; the same gradient up to float summation order); 0 = one pass per group")
+    forward: str = knob("auto", "how loss, scoring and probe forwards run: auto (the packed lean forward of models/lean.py: "
+                                "projections over real tokens only, for a plain float32 Qwen3/Qwen2/Llama module; a "
+                                "DDP/FSDP2 policy, another architecture or gradient checkpointing uses the module) | "
+                                "module (always the transformers module: the reference path)")
     sketch_dim: int = knob(0, "dimension of the random gradient sketch handed to strategies that read it (ropd statistic=sketch); 0 = norms only")
     aggregation: str = knob("dapo", "loss aggregation: grpo (per-sequence mean) | dapo (global token mean) | dr_grpo (constant normaliser; GRPO objective only)")
     advantage: str = knob("zscore", "GRPO group advantage: zscore | center (grpo objective only)")
@@ -172,6 +176,7 @@ class TrainerConfig:
         p = "trainer."
         check_choice(self.aggregation, p + "aggregation", ["grpo", "dapo", "dr_grpo"])
         check_choice(self.advantage, p + "advantage", ["zscore", "center"])
+        check_choice(self.forward, p + "forward", ["auto", "module"])
         check_choice(self.advantage_std, p + "advantage_std", ["population", "sample"])
         check_choice(self.lr_schedule, p + "lr_schedule", ["constant", "cosine"])
         check(0 <= self.warmup_fraction < 1, p + "warmup_fraction", f"must be in [0, 1), got {self.warmup_fraction}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from replaylab.models.lean import lean_forward_of
 from replaylab.types import Sample
 
 
@@ -60,9 +61,13 @@ def pad_per_token(values: list[torch.Tensor], width: int, fill: float = 0.0) -> 
 
 
 def response_logits(model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
-    """(B, L, V) logits predicting each response token."""
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
+    """(B, L, V) logits predicting each response token: through the lean forward when `models.lean.attach`
+    gave the module one (the same function, fewer ops), else through the module."""
     P, L = batch.prompt_width, batch.response_ids.shape[1]
+    lean = lean_forward_of(model)
+    if lean is not None:
+        return lean.logits(batch.input_ids, batch.attention_mask, batch.position_ids, P - 1, P + L - 1)
+    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
     return out.logits[:, P - 1 : P + L - 1].float()
 
 

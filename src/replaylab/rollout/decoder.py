@@ -20,30 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-SUPPORTED = ("qwen3", "qwen2", "llama")
-
-
-class UnsupportedModel(ValueError):
-    pass
-
-
-def supports(model: nn.Module) -> str | None:
-    """None if the model can run in this decoder, else why not (for a config error)."""
-    cfg = getattr(model, "config", None)
-    kind = getattr(cfg, "model_type", None)
-    if kind not in SUPPORTED:
-        return f"model_type {kind!r} is not one of {SUPPORTED}"
-    if any(t != "full_attention" for t in (getattr(cfg, "layer_types", None) or ["full_attention"])):
-        return "sliding-window attention layers are not supported"
-    if getattr(cfg, "hidden_act", "silu") != "silu":
-        return f"hidden_act {cfg.hidden_act!r} (only silu)"
-    layer = model.model.layers[0]
-    biased = [name for name, mod in (("o_proj", layer.self_attn.o_proj), ("gate_proj", layer.mlp.gate_proj),
-                                     ("up_proj", layer.mlp.up_proj), ("down_proj", layer.mlp.down_proj))
-              if mod.bias is not None]
-    if biased:
-        return f"biases on {', '.join(biased)} (only q/k/v projections may carry one)"
-    return None
+from replaylab.models.lean import UnsupportedModel, supports
 
 
 @dataclass

@@ -7,6 +7,7 @@ import copy
 import torch
 
 from replaylab.config import Config
+from replaylab.models import lean
 from replaylab.models.loading import load_causal_lm, load_tokenizer, resolve_path
 from replaylab.objectives import Objective, build_objective
 from replaylab.replay.base import PromptStream, build_strategy
@@ -149,5 +150,11 @@ def build_components(cfg: Config) -> Components:
         from replaylab.rollout.local import in_process_engine, local_generator
 
         initial_generator = local_generator(in_process_engine(cfg.rollout.engine), initial, tokenizer, cfg.rollout.micro_batch)
+    if cfg.trainer.forward == "auto":
+        # A wrapped (DDP/FSDP2) policy runs its own forward: its hooks sync gradients and gather shards.
+        unwrapped = policy if cfg.trainer.distributed == "none" else None
+        for model in (unwrapped, ref, teacher.distribution_model() if teacher is not None else None):
+            if model is not None:
+                lean.attach(model)
     return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref, initial_generator,
                       objective)
