@@ -28,8 +28,10 @@ def tok():
 def _samples(vocab: int, pad_id: int, n: int = 12) -> list[Sample]:
     rng = random.Random(0)
     out = []
+    prompt = ()
     for i in range(n):  # prompts of 3-14 tokens, responses of 1-20: both sides padded
-        prompt = tuple(rng.randrange(4, vocab) for _ in range(rng.randint(3, 14)))
+        if i % 4 in (0, 3):  # rows 0-2 of every four share a prompt (a GRPO group: its context is computed
+            prompt = tuple(rng.randrange(4, vocab) for _ in range(rng.randint(3, 14)))  # once); row 3 has its own
         response = torch.tensor([rng.randrange(4, vocab) for _ in range(rng.randint(1, 20))])
         if i == 0:  # a sampled pad token is a real token, but its embedding row takes no gradient from it
             response[0] = pad_id
@@ -52,6 +54,8 @@ def test_lean_logits_and_gradients_equal_the_modules(tok, kind):
     packed = copy.deepcopy(module)
     assert lean.attach(packed) and lean.lean_forward_of(module) is None
     batch = collate(_samples(len(tok), tok.pad_token_id), tok.pad_token_id)
+    plan = lean._Packing(batch.input_ids, batch.attention_mask.bool(), batch.prompt_width)
+    assert len(plan.computed) < len(plan.real) < batch.input_ids.numel()  # shared contexts, padding: both skipped
     ref_logits, ref_loss = _loss(module, batch)
     logits, loss = _loss(packed, batch)
     P, L = batch.prompt_width, batch.response_ids.shape[1]
@@ -87,21 +91,32 @@ def test_attach_refuses_what_the_forward_does_not_implement(tok):
         assert not lean.attach(refused) and lean.lean_forward_of(refused) is None
 
 
-def test_a_training_run_takes_the_same_first_update_with_either_forward(run_train, tmp_path, monkeypatch):
-    calls = []
-    real = lean.LeanForward.logits
-    monkeypatch.setattr(lean.LeanForward, "logits", lambda self, *a: calls.append(1) or real(self, *a))
-    _, module_dir = run_train(["trainer.forward=module", "budget.max_updates=1"], output_root=tmp_path / "module")
+# OPD scores with the teacher and trains on one sample per prompt; GRPO trains on groups of 4 samples of
+# a prompt (their shared context computed once; DAPO's overlong term gives the micro world's groups
+# reward variance, as in test_micro_batch.py).
+RUNS = {"opd": ([], "reverse_kl"), "grpo": (["trainer=grpo", "teacher=none", "trainer.prompts_per_iteration=4",
+                                              "trainer.samples_per_prompt=4", "trainer.overlong_cache=20"], "abs_advantage")}
+
+
+@pytest.mark.parametrize("objective", sorted(RUNS))
+def test_a_training_run_takes_the_same_first_update_with_either_forward(run_train, tmp_path, monkeypatch, objective):
+    overrides, metric = RUNS[objective]
+    calls, shared = [], []
+    real, packing = lean.LeanForward.logits, lean._Packing.__init__
+    monkeypatch.setattr(lean.LeanForward, "logits", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    monkeypatch.setattr(lean._Packing, "__init__", lambda self, *a: packing(self, *a) or shared.append(self.gather is not None))
+    _, module_dir = run_train(overrides + ["trainer.forward=module", "budget.max_updates=1"], output_root=tmp_path / "module")
     assert not calls
-    _, lean_dir = run_train(["budget.max_updates=1"], output_root=tmp_path / "lean")
+    _, lean_dir = run_train(overrides + ["budget.max_updates=1"], output_root=tmp_path / "lean")
     assert calls  # auto took the lean forward (teacher scoring and the loss)
+    assert any(shared) == (objective == "grpo")  # a group's context was computed once
 
     def first_update(run_dir):
         return {r["metric"]: r["value"] for r in load_rows(run_dir) if r["split"] == "train" and r["update"] == 1}
 
     a, b = first_update(module_dir), first_update(lean_dir)
-    assert a.keys() == b.keys() and {"loss", "grad_norm", "reverse_kl"} <= a.keys()
-    for key in ("loss", "grad_norm", "reverse_kl"):
+    assert a.keys() == b.keys() and {"loss", "grad_norm", metric} <= a.keys() and a["grad_norm"] > 0
+    for key in ("loss", "grad_norm", metric):
         assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), key
 
 

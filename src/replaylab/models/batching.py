@@ -66,7 +66,7 @@ def response_logits(model: torch.nn.Module, batch: TokenBatch) -> torch.Tensor:
     P, L = batch.prompt_width, batch.response_ids.shape[1]
     lean = lean_forward_of(model)
     if lean is not None:
-        return lean.logits(batch.input_ids, batch.attention_mask, batch.position_ids, P - 1, P + L - 1)
+        return lean.logits(batch.input_ids, batch.attention_mask, batch.position_ids, P - 1, P + L - 1, context=P)
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
     return out.logits[:, P - 1 : P + L - 1].float()
 

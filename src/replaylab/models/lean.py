@@ -85,26 +85,30 @@ class LeanForward:
         self.eps = c.rms_norm_eps
 
     def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-               start: int, stop: int) -> torch.Tensor:
+               start: int, stop: int, context: int = 0) -> torch.Tensor:
         """(B, stop - start, V) float logits at positions start..stop-1 of (B, S) inputs; zeros at padding.
 
         Packed: every projection, norm and MLP runs over the real tokens only (T of them, not B x S:
         a batch of left-padded prompts and right-padded responses of mixed lengths is often 40%
-        padding); attention alone runs on the padded layout, where a query sees the real keys up to
-        itself and always itself (a padding query then has a finite softmax and gradient; no real
-        query ever sees a padding key)."""
+        padding), and columns 0..context-1 (the left-padded contexts) are computed once for rows
+        with the same context (a GRPO group's n samples: causal attention never lets a context token
+        see its row's response, so its activations are the same in every row of the group; the rows'
+        gradients into it add up). Attention alone runs on the padded layout, every row's context
+        keys and values read from the row that computed them; a query sees the real keys up to itself
+        and always itself (a padding query then has a finite softmax and gradient; no real query ever
+        sees a padding key)."""
         base = self.model.model
         B, S = input_ids.shape
         H, Hk, D = self.heads, self.kv_heads, self.head_dim
         device = input_ids.device
         real = attention_mask.bool()
-        where = real.flatten().nonzero().squeeze(-1)  # flat (B * S) index of each real token
+        plan = _Packing(input_ids, real, context)
         causal = torch.ones(S, S, dtype=torch.bool, device=device).tril()
         visible = (real[:, None, :] & causal) | torch.eye(S, dtype=torch.bool, device=device)
         # padding_idx as the module has it: a sampled pad token's lookup adds no gradient to its row
-        x = F.embedding(input_ids.flatten()[where], base.embed_tokens.weight,
+        x = F.embedding(input_ids.flatten()[plan.computed], base.embed_tokens.weight,
                         padding_idx=base.embed_tokens.padding_idx)  # (T, hidden) throughout
-        cos, sin = base.rotary_emb(x[None], position_ids.flatten()[where][None])  # (1, T, D)
+        cos, sin = base.rotary_emb(x[None], position_ids.flatten()[plan.computed][None])  # (1, T, D)
         half = D // 2
         # rotate_half(x) * sin == roll(x, D/2) * (sin with its first half negated)
         cos, sin = cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]
@@ -119,19 +123,55 @@ class LeanForward:
                 scale = torch.cat([a.q_norm.weight.expand(H, D), a.k_norm.weight.expand(Hk, D)])
                 qk = F.rms_norm(qk, (D,), None, self.eps) * scale
             qk = qk * cos + qk.roll(half, dims=-1) * sin
-            padded = qkv.new_zeros(B * S, width).index_copy(0, where, torch.cat([qk.flatten(1), v], dim=-1))
+            padded = qkv.new_zeros(B * S, width).index_copy(0, plan.real, plan.spread(torch.cat([qk.flatten(1), v], dim=-1)))
             padded = padded.view(B, S, H + 2 * Hk, D).transpose(1, 2)  # (B, heads, S, D)
             att = F.scaled_dot_product_attention(padded[:, :H], padded[:, H : H + Hk], padded[:, H + Hk :],
                                                  attn_mask=visible[:, None], scale=a.scaling, enable_gqa=H != Hk)
-            att = att.transpose(1, 2).reshape(B * S, H * D).index_select(0, where)
+            att = att.transpose(1, 2).reshape(B * S, H * D).index_select(0, plan.computed)
             x = x + F.linear(att, a.o_proj.weight)
             h = F.rms_norm(x, (x.shape[-1],), layer.post_attention_layernorm.weight, self.eps)
             gate, up = F.linear(h, torch.cat([m.gate_proj.weight, m.up_proj.weight])).chunk(2, dim=-1)
             x = x + F.linear(F.silu(gate) * up, m.down_proj.weight)
         # the requested positions that are real tokens, as rows of x and as rows of the (B * (stop - start)) output
         window = real[:, start:stop]
-        rows = (real.flatten().cumsum(0) - 1).view(B, S)[:, start:stop][window]
+        rows = plan.source.view(B, S)[:, start:stop][window]
         x = F.rms_norm(x.index_select(0, rows), (x.shape[-1],), base.norm.weight, self.eps)
         logits = F.linear(x, self.model.lm_head.weight, getattr(self.model.lm_head, "bias", None)).float()
         out = logits.new_zeros(B * (stop - start), logits.shape[-1])
         return out.index_copy(0, window.flatten().nonzero().squeeze(-1), logits).view(B, stop - start, -1)
+
+
+class _Packing:
+    """Which (row, column) slots of a (B, S) batch are computed, and where each real slot reads from.
+
+    `computed`: flat indices of the slots computed, in order (their rank is a token's row in the
+    packed activations); `real`: flat indices of every real slot; `source`: for every flat slot, the
+    packed row holding its activations (its own, or for a context slot of a row whose context equals
+    an earlier row's, that row's slot in the same column; -1 at padding)."""
+
+    def __init__(self, input_ids: torch.Tensor, real: torch.Tensor, context: int):
+        B, S = input_ids.shape
+        device = input_ids.device
+        self.real = real.flatten().nonzero().squeeze(-1)
+        rows = torch.arange(B, device=device)
+        canonical = rows
+        if context > 0 and B > 1:
+            contexts = input_ids[:, :context].masked_fill(~real[:, :context], -1)
+            _, inverse = torch.unique(contexts, dim=0, return_inverse=True)
+            first = torch.full((int(inverse.max()) + 1,), B, device=device).scatter_reduce(0, inverse, rows, "amin")
+            canonical = first[inverse]  # the first row with the same context
+        repeated = canonical != rows
+        own = real.clone()
+        own[:, :context] &= ~repeated[:, None]
+        self.computed = own.flatten().nonzero().squeeze(-1)
+        rank = torch.full((B * S,), -1, dtype=torch.long, device=device)
+        rank[self.computed] = torch.arange(len(self.computed), device=device)
+        slot = rows[:, None] * S + torch.arange(S, device=device)
+        slot[:, :context] = canonical[:, None] * S + torch.arange(context, device=device)
+        self.source = torch.where(real, rank[slot], -1).flatten()
+        # every real slot's packed row; None when each real slot is computed in place (no context shared)
+        self.gather = self.source[self.real] if bool(repeated.any()) else None
+
+    def spread(self, packed: torch.Tensor) -> torch.Tensor:
+        """Packed rows (T, ...) -> one per real slot (R, ...), shared context rows repeated."""
+        return packed if self.gather is None else packed.index_select(0, self.gather)
