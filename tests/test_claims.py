@@ -187,6 +187,32 @@ def test_a_sweep_whose_control_fails_is_marked_in_the_summary(tmp_path, monkeypa
     assert any("new beats current" in line and "NOT detected" in line for line in summary.splitlines())
 
 
+def test_a_reference_in_several_configurations_gets_one_control_each(tmp_path, monkeypatch):
+    """The budget axes run the reference in several queries x samples cells per budget: each cell gets
+    its own control (pooling them pairs one order with several values), and the summary counts the
+    failed ones: the cell that learns is detected, the one that plateaus is not."""
+    from replaylab.results import tiny_claims
+
+    learns = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31], [0.30, 0.36, 0.40]]
+    flat = [[0.30, 0.35, 0.35], [0.31, 0.36, 0.355], [0.29, 0.33, 0.335], [0.30, 0.36, 0.36]]
+    records = runs({"current": learns}) + [
+        {**r, "run": r["run"] + "-q32", "config_hash": r["run"] + "-q32", "prompts_per_iteration": 32}
+        for r in runs({"current": flat})]
+    write_sweep(tmp_path / "runs" / "axes", records)
+    check = Check("q8 - q32", {"strategy": "current", "prompts_per_iteration": 8},
+                  {"strategy": "current", "prompts_per_iteration": 32}, "higher", 3.0)
+    monkeypatch.setattr(tiny_claims, "CLAIMS", (Claim("Demo", "a claim", "axes", (check,)),))
+    monkeypatch.setattr(tiny_claims, "CONTROLS", {"axes": "current"})
+    out = tmp_path / "claims.md"
+    assert main(["claims", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    summary, controls = out.read_text().split("## Known-effect controls")
+    rows = [line for line in controls.splitlines() if "control: current" in line]
+    assert len(rows) == 2
+    assert any("prompts_per_iteration=8" in r and "control detected" in r for r in rows)
+    assert any("prompts_per_iteration=32" in r and "NOT DETECTED" in r for r in rows)
+    assert any("a claim" in line and "NOT detected (1 of 2)" in line for line in summary.splitlines())
+
+
 def test_every_claim_reads_a_sweep_that_runs_its_arms_and_make_tiny_claims_runs_it():
     """A claim names its sweep and arms by hand: each sweep must compose, run a strategy whose table name
     (label, else name) is every arm's, and be in the Makefile's CLAIM_SWEEPS (else it is never run)."""

@@ -55,9 +55,13 @@ def control_by_sweep(controls: list[dict[str, Any]]) -> dict[str, str]:
     out: dict[str, list] = {}
     for c in controls:
         out.setdefault(c["sweep"], []).append(c)
-    return {sweep: "detected" if all(c["verdict"] == "control detected" for c in cs) else
-            "NOT detected" + "".join(f" ({c['block']})" for c in cs if c["verdict"] != "control detected" and c["block"])
-            for sweep, cs in out.items()}
+    marks = {}
+    for sweep, cs in out.items():
+        failed = [c for c in cs if c["verdict"] != "control detected"]
+        blocks = sorted({str(c["block"]) for c in failed if c["block"]})
+        marks[sweep] = ("detected" if not failed else
+                        f"NOT detected ({len(failed)} of {len(cs)}{': ' + ', '.join(blocks) if blocks else ''})")
+    return marks
 
 
 def claim_figure(record: dict[str, Any], path: Path) -> Path:

@@ -129,36 +129,50 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
 
 
 def control_rows(df, runs, reference: str, metrics, benches, block, level, power, alpha) -> list[dict[str, Any]]:
-    """The reference at its final evaluation minus itself at the evaluation nearest to half its run."""
+    """The reference at its final evaluation minus itself at the evaluation nearest to half its run; one
+    control per configuration of the reference (a sweep whose reference runs in several configurations
+    inside a block, like the budget axes' queries x resampling cells, gets one per configuration)."""
     ev = df[(df["split"] == "eval") & (df["strategy"] == reference) & df["metric"].isin(list(metrics))]
     finished = set(runs.index[(runs["strategy"] == reference) & (runs["status"] == "done")])
     ev = ev[ev["run"].isin(finished)]
+    configs = [c for c in default_by(runs[runs["strategy"] == reference], block) if c != "strategy"]
     out = []
     blocks = sorted(ev[block].unique(), key=str) if block else [None]
     for bval in blocks:
-        part = ev[ev[block] == bval] if block else ev
-        final = part.groupby("run")["update"].max()
-        if final.empty:
-            continue
-        updates = sorted(set(part["update"]))
-        half_target = int(final.min()) // 2
-        earlier = [u for u in updates if u <= half_target]
-        if not earlier:
-            continue
-        half = max(earlier)
-        for metric in metrics:
-            scale = 100.0 if is_accuracy(metric) else 1.0
-            for bench in benches:
-                cell = part[(part["metric"] == metric) & (part["benchmark"] == bench)]
-                at_half = cell[cell["update"] == half].set_index(["order", "seed"])["value"]
-                at_end = cell[cell["update"] == cell["run"].map(final)].set_index(["order", "seed"])["value"]
-                row = compare(at_end, at_half, scale, level, power, alpha)
-                lo, hi = row["ci_low"], row["ci_high"]
-                detected = math.isfinite(lo) and (lo > 0 or hi < 0)
-                out.append({"block": bval, "strategy": f"control: {reference} final - update {half}",
-                            "reference": reference, "benchmark": bench, "metric": metric, **row,
-                            "verdict": "control detected" if detected else "CONTROL NOT DETECTED: the testbed failed its own check",
-                            "notes": f"known effect: {reference} learning from update {half} to its final evaluation"})
+        in_block = ev[ev[block] == bval] if block else ev
+        groups = in_block.groupby(configs, dropna=False) if configs else [((), in_block)]
+        for config, part in groups:
+            config = config if isinstance(config, tuple) else (config,)
+            label = f" ({', '.join(f'{c}={v}' for c, v in zip(configs, config))})" if configs else ""
+            out += _control(part, reference, label, bval, metrics, benches, level, power, alpha)
+    return out
+
+
+def _control(part, reference: str, label: str, bval, metrics, benches, level, power, alpha) -> list[dict[str, Any]]:
+    """control_rows for one configuration's eval rows."""
+    out = []
+    final = part.groupby("run")["update"].max()
+    if final.empty:
+        return out
+    updates = sorted(set(part["update"]))
+    half_target = int(final.min()) // 2
+    earlier = [u for u in updates if u <= half_target]
+    if not earlier:
+        return out
+    half = max(earlier)
+    for metric in metrics:
+        scale = 100.0 if is_accuracy(metric) else 1.0
+        for bench in benches:
+            cell = part[(part["metric"] == metric) & (part["benchmark"] == bench)]
+            at_half = cell[cell["update"] == half].set_index(["order", "seed"])["value"]
+            at_end = cell[cell["update"] == cell["run"].map(final)].set_index(["order", "seed"])["value"]
+            row = compare(at_end, at_half, scale, level, power, alpha)
+            lo, hi = row["ci_low"], row["ci_high"]
+            detected = math.isfinite(lo) and (lo > 0 or hi < 0)
+            out.append({"block": bval, "strategy": f"control: {reference} final - update {half}{label}",
+                        "reference": reference, "benchmark": bench, "metric": metric, **row,
+                        "verdict": "control detected" if detected else "CONTROL NOT DETECTED: the testbed failed its own check",
+                        "notes": f"known effect: {reference} learning from update {half} to its final evaluation"})
     return out
 
 
