@@ -7,7 +7,7 @@ its own fresh process, alternated (benchmarks/alternate.py). Two recipes (`--rec
 - opd:  the default run's iteration (64 prompts x 1, exact full-vocabulary reverse KL, responses <= 48
         tokens): the loss forward/backward and the teacher's scoring both take the chosen forward;
 - grpo: the tiny GRPO replay recipe (`+sweep=tiny_grpo_replay strategy=current`: 32 x 8, temperature
-        1.0, responses <= 64 tokens).
+        1.0, responses <= 48 tokens).
 
 The lean forward computes the same logits (bitwise on these models) and the same gradients up to float
 summation order, so both sides sample the same first rollouts. Printed: time module / time lean per
