@@ -117,12 +117,44 @@ class GRPO(Objective):
         kl = [0.0 if s.off_policy.own_term else w for s, w in zip(rows, surrogate)]
         return surrogate, kl
 
+    # Rows whose advantage is exactly 0 are left out of the forward/backward when that is exact (see
+    # `inert`); a test sets this False to compare against the forward over every row.
+    skip_inert = True
+
+    def inert(self, rows: list[Sample]) -> list[Sample]:
+        """The rows whose gradient is exactly zero: advantage 0 (a zero-variance group's z-scored or
+        centred advantage is 0.0 exactly) and no KL term. Their surrogate min(r A, clip(r) A) is 0
+        with a zero gradient whatever the ratio, IS weight, own-term weight or dual clip, and they
+        only enter the loss through its normaliser, which `loss` keeps. On the tiny GRPO recipe 44%
+        of the groups have zero variance, so their forward/backward was most of a wasted update.
+        Under DDP/FSDP2 every rank runs its whole shard: ranks must all-reduce the same metrics."""
+        if not self.skip_inert or self.cfg.kl_coef > 0 or self.cfg.distributed != "none":
+            return []
+        return [s for s in rows if s.advantage == 0.0]
+
     def loss(self, model, samples, pad_id, reference=None, batch=None):
         c, device = self.cfg, next(model.parameters()).device
         rows = self.trained(samples)
-        if not rows:  # every row of this slice is masked out: a zero loss that still runs the forward
-            logits = response_logits(model, collate(samples, pad_id).to(device))
-            return logits.sum() * 0.0, {}
+        inert = {id(s) for s in self.inert(rows)}
+        active = [s for s in rows if id(s) not in inert]
+        if not active:
+            # Every row of this slice is masked out or inert: a zero loss that still runs a (one-row)
+            # forward, so that under DDP every parameter takes part in the backward. Only the counts
+            # are reported: the trainer averages the other metrics over the slices that have them.
+            logits = response_logits(model, collate((rows or samples)[:1], pad_id).to(device))
+            counts = {"loss": 0.0, "pg_loss": 0.0, "num_seqs": float(len(rows)),
+                      "num_tokens": float(sum(s.num_tokens for s in rows))} if rows else {}
+            return logits.sum() * 0.0, counts
+        if inert:
+            # The loss over `rows` is the loss over `active` times their share of the normaliser
+            # (tokens for dapo, sequences for grpo and dr_grpo): the inert rows add 0 to its numerator.
+            loss, metrics = self.loss(model, active, pad_id, reference, batch if batch is not None else samples)
+            scale = self._count(active) / self._count(rows)
+            metrics = {k: v * scale if k in ("loss", "pg_loss") else v for k, v in metrics.items()}
+            # the counts stay those of every trained row; ratio, clip, advantage and entropy metrics
+            # are means over the rows with a gradient (the inert rows had no forward)
+            metrics.update(num_seqs=float(len(rows)), num_tokens=float(sum(s.num_tokens for s in rows)))
+            return loss * scale, metrics
         batch_rows = collate(rows, pad_id).to(device)
         width = batch_rows.response_ids.shape[1]
         logp = token_logprobs(response_logits(model, batch_rows), batch_rows.response_ids, self.temperature)
