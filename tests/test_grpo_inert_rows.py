@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import replaylab.objectives.grpo as grpo_mod
-from conftest import load_rows
-from test_grpo_recipe_features import GRPO_RUN, PAD, make_sample, objective, tiny_model
+from test_micro_batch import loss_batch_sizes
+from test_grpo_recipe_features import PAD, make_sample, objective, tiny_model, train_rows
 from test_replay_buffer import token_rewards
 from replaylab.types import OffPolicy
 
@@ -19,15 +19,7 @@ def model():
 
 
 def rows_forwarded(monkeypatch) -> list[int]:
-    sizes: list[int] = []
-    real = grpo_mod.collate
-
-    def counting(samples, pad_id):
-        sizes.append(len(samples))
-        return real(samples, pad_id)
-
-    monkeypatch.setattr(grpo_mod, "collate", counting)
-    return sizes
+    return loss_batch_sizes(monkeypatch, "replaylab.objectives.grpo")
 
 
 def minibatch(model) -> list:
@@ -91,16 +83,12 @@ def test_training_steps_with_and_without_the_skip_agree(run_train, monkeypatch, 
     """Real updates on the micro world (rewards from a stand-in: about half the groups of 2 have zero
     variance): the train rows, the update's loss and its gradient norm, are the same."""
     token_rewards(monkeypatch, 2)
-    overrides = GRPO_RUN + ["trainer.samples_per_prompt=2", "budget.max_updates=3", "trainer.lr=1e-3"]
+    overrides = ["trainer.samples_per_prompt=2", "budget.max_updates=3", "trainer.lr=1e-3"]
     runs = {}
     for skip in (False, True):
         monkeypatch.setattr(grpo_mod.GRPO, "skip_inert", skip)
-        _, run_dir = run_train(overrides, output_root=tmp_path / f"skip-{skip}")  # separate runs, not a resume
-        per_update: dict[int, dict[str, float]] = {}
-        for r in load_rows(run_dir):
-            if r["split"] == "train":
-                per_update.setdefault(r["update"], {})[r["metric"]] = r["value"]
-        runs[skip] = [per_update[u] for u in sorted(per_update)]
+        # separate output roots: the second run must train, not find the first one finished
+        runs[skip] = train_rows(run_train, overrides, output_root=tmp_path / f"skip-{skip}")[1]
     full, skipped = runs[False], runs[True]
     assert len(full) == 3 and all(r["zero_variance_groups"] > 0 for r in full)  # there was something to skip
     assert [r["num_seqs"] for r in skipped] == [r["num_seqs"] for r in full]

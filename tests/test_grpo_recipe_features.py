@@ -190,9 +190,9 @@ GRPO_RUN = ["trainer=grpo", "teacher=none", "trainer.prompts_per_iteration=8", "
             "eval.probe_size=0", "trainer.warmup_updates=0"]
 
 
-def train_rows(run_train, overrides) -> tuple[dict, list[dict[str, float]]]:
+def train_rows(run_train, overrides, output_root=None) -> tuple[dict, list[dict[str, float]]]:
     """The run's summary and its train metrics, one {metric: value} per iteration in order."""
-    summary, run_dir = run_train(GRPO_RUN + overrides)
+    summary, run_dir = run_train(GRPO_RUN + overrides, output_root=output_root)
     per_update: dict[int, dict[str, float]] = {}
     for r in load_rows(run_dir):
         if r["split"] == "train":
