@@ -241,6 +241,11 @@ class EvalConfig:
     instruction: str = knob("", "instruction appended to each question (real models: 'Please reason step by step, and put your final answer within \\boxed{}.')")
     enable_thinking: bool = knob(False, "Qwen3 thinking mode in the chat template")
     at_start: bool = knob(True, "evaluate the initial policy before training")
+    tail: int = knob(1, "evaluations that end the run, eval.tail_every updates apart, the last at budget.max_updates "
+                        "(besides trainer.eval_every's); `replaylab table --tail N` reads each run's mean over its last "
+                        "N evaluations, which averages out the scatter of single late iterates (greedy accuracy of "
+                        "one checkpoint moves by several points between neighbouring updates). 1 = the final one only")
+    tail_every: int = knob(0, "updates between the tail evaluations (needs eval.tail > 1)")
     grader_workers: int = knob(2, "grading worker processes")
     grader_timeout: int = knob(2, "math-verify per-item timeout (whole seconds)")
     checkpoint: str | None = knob(None, "evaluate.py: a run directory (its latest checkpoint) or a checkpoint file to load into model before evaluating")
@@ -255,6 +260,12 @@ class EvalConfig:
         check(self.grader_workers >= 1, "eval.grader_workers", f"must be >= 1, got {self.grader_workers}")
         check(self.grader_timeout >= 1, "eval.grader_timeout", f"must be >= 1 whole second, got {self.grader_timeout}")
         check(self.probe_size >= 0, "eval.probe_size", f"must be >= 0, got {self.probe_size}")
+        check(self.tail >= 1, "eval.tail", f"must be >= 1, got {self.tail}")
+        check(self.tail_every >= 0, "eval.tail_every", f"must be >= 0, got {self.tail_every}")
+        check(self.tail == 1 or self.tail_every > 0, "eval.tail_every",
+              f"eval.tail={self.tail} needs the updates between its evaluations: set eval.tail_every > 0")
+        check(self.tail > 1 or self.tail_every == 0, "eval.tail_every",
+              f"{self.tail_every} has no effect with eval.tail=1 (only the final evaluation): set eval.tail > 1 or drop it")
         check(self.sampled_k >= 0, "eval.sampled_k", f"must be >= 0, got {self.sampled_k}")
         check(self.sampled_temperature > 0, "eval.sampled_temperature",
               f"must be > 0 (a sampled evaluation at temperature 0 is the greedy one), got {self.sampled_temperature}")

@@ -110,6 +110,21 @@ def check_eval(cfg) -> None:
               f"{value!r} has no effect with eval.temperature=0 (greedy decoding): set eval.temperature > 0 or drop it")
 
 
+def check_eval_tail(cfg) -> None:
+    """The tail evaluations are placed before budget.max_updates: the run must end there."""
+    e, b = cfg.eval, cfg.budget
+    if e.tail == 1:
+        return
+    check(not b.max_compute and not b.max_trajectories, "eval.tail",
+          f"{e.tail} evaluations before budget.max_updates need the run to end there, but budget.max_compute / "
+          "budget.max_trajectories may end it earlier: use eval.tail=1 with those budgets")
+    check((e.tail - 1) * e.tail_every < b.max_updates, "eval.tail_every",
+          f"{e.tail} evaluations {e.tail_every} updates apart start before update 0 of a {b.max_updates}-update run")
+    step = cfg.trainer.updates_per_iteration
+    check(e.tail_every % step == 0, "eval.tail_every",
+          f"{e.tail_every} is not a multiple of the {step} updates per iteration: an evaluation can only follow an iteration")
+
+
 def check_exact_updates(cfg) -> None:
     """Iterations take trainer.minibatches x trainer.resample_period updates each: a budget that is
     not a multiple would be overshot by the last iteration."""
@@ -155,3 +170,4 @@ def check_run(cfg) -> None:
     check_choice(cfg.strategy.name, "strategy.name", sorted(STRATEGIES))
     check_strategy(cfg, STRATEGIES[cfg.strategy.name])
     check_eval(cfg)
+    check_eval_tail(cfg)

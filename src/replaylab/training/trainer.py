@@ -176,7 +176,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
             start_update = self.update
             metrics = self.run_iteration()
             bar.update(start_update, self.update, metrics)
-            if t.eval_every and self.update // t.eval_every > self.last_eval // t.eval_every:
+            if (t.eval_every and self.update // t.eval_every > self.last_eval // t.eval_every) or self.tail_due():
                 self.run_eval()
             if t.checkpoint_every and self.update // t.checkpoint_every > start_update // t.checkpoint_every:
                 self.checkpoint()
@@ -189,6 +189,11 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
             self.rows.verify()  # a run is marked done only if its rows are whole
             mark_done(self.run_dir, summary)
         return summary
+
+    def tail_due(self) -> bool:
+        """A tail evaluation (eval.tail, eval.tail_every) falls in the updates since the last evaluation."""
+        e, end = self.cfg.eval, self.cfg.budget.max_updates
+        return any(self.last_eval < end - k * e.tail_every <= self.update for k in range(1, e.tail))
 
     def draw_probe(self) -> None:
         """The fixed initial-policy probe set (`replaylab.training.probe`), drawn before the first update; every
