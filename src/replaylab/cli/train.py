@@ -80,7 +80,7 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
         "data": obj.data.name, "order": obj.order, "budget": obj.budget.name,
         "max_response_tokens": obj.budget.max_response_tokens, "seed": obj.trainer.seed,
         "prompts_per_iteration": obj.trainer.prompts_per_iteration, "samples_per_prompt": obj.trainer.samples_per_prompt,
-        "resample_period": obj.trainer.resample_period,
+        "resample_period": obj.trainer.resample_period, "eval_tail": obj.eval.tail,
     }
     rows = RowWriter(path / "rows.jsonl", identity) if D.is_main() else NullRows()
     mirror = None

@@ -98,7 +98,7 @@ def rows_from_wandb_csv(frame: pd.DataFrame, source: str = "wandb export") -> pd
         config = {k: v for k, v in line.items() if k not in metric_cols and k not in ledger_cols and not is_missing(v)}
         ledger = {f"ledger_{c[len('ledger/'):]}": line[c] for c in ledger_cols if not is_missing(line[c])}
         identity = {"run": line[name], "config_hash": line[id_] if id_ else pd.NA, **identity_from_config(config)}
-        for key in ("order", "seed", "max_response_tokens", "prompts_per_iteration", "samples_per_prompt", "resample_period"):
+        for key in ("order", "seed", "max_response_tokens", "prompts_per_iteration", "samples_per_prompt", "resample_period", "eval_tail"):
             if isinstance(identity[key], float) and identity[key].is_integer():
                 identity[key] = int(identity[key])  # CSV columns with a gap read back as floats
         status = _status(line[state]) if state else DONE
