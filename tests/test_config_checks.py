@@ -73,6 +73,12 @@ SILENT_BEFORE = [
     (["trainer=grpo", "teacher=none", "strategy=depo", "strategy.threshold=0.3"], "strategy.threshold"),  # > max p(1-p)
     (["trainer=grpo", "teacher=none", "strategy=depo", "trainer.dynamic_sampling=true"], "trainer.dynamic_sampling"),
     (["trainer=grpo", "teacher=none", "strategy=depo", "strategy.replay_fraction=0.01"], "strategy.replay_fraction"),
+    # the tail evaluations (issue 14): each needs the other, and the run must end at budget.max_updates
+    (["eval.tail_every=5"], "eval.tail_every"),  # eval.tail=1: nothing to space
+    (["eval.tail=3"], "eval.tail_every"),
+    (["eval.tail=3", "eval.tail_every=500"], "eval.tail_every"),  # starts before update 0 of 1000
+    (["eval.tail=3", "eval.tail_every=10", "budget.max_trajectories=64000"], "eval.tail"),  # may end earlier
+    (["eval.tail=3", "eval.tail_every=20", "trainer.eval_every=10", "budget.max_updates=100"], "eval.tail_every"),
     (["trainer=grpo", "teacher=none", "strategy=depo", "strategy.replay_fraction=0", "strategy.min_visits=4"],
      "strategy.min_visits"),
     (["trainer=grpo", "teacher=none", "strategy=prefixrl", "trainer.dynamic_sampling=true"], "trainer.dynamic_sampling"),

@@ -123,6 +123,14 @@ def check_eval_tail(cfg) -> None:
     step = cfg.trainer.updates_per_iteration
     check(e.tail_every % step == 0, "eval.tail_every",
           f"{e.tail_every} is not a multiple of the {step} updates per iteration: an evaluation can only follow an iteration")
+    # tables average a run's last eval.tail evaluations: a periodic one inside the window would take a tail one's place
+    every, end = cfg.trainer.eval_every, b.max_updates
+    stray = [u for u in range(end - (e.tail - 1) * e.tail_every + 1, end)
+             if every and u % every == 0 and (end - u) % e.tail_every]
+    check(not stray, "eval.tail_every",
+          f"trainer.eval_every={every} also evaluates at update(s) {stray}, between the tail's evaluations (every "
+          f"{e.tail_every} up to {end}): the last {e.tail} evaluations would not be the tail's; make trainer.eval_every "
+          "a multiple of eval.tail_every")
 
 
 def check_exact_updates(cfg) -> None:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the replaylab CLI imports this module for every subcommand:
 # Identity columns that may become row keys when they vary (so different configs never get
 # averaged as if they were data orders); `order` and `seed` are what a cell aggregates over.
 ROW_CANDIDATES = ("experiment", "trainer", "objective", "model", "teacher", "data", "max_response_tokens",
-                  "prompts_per_iteration", "samples_per_prompt", "resample_period")
+                  "prompts_per_iteration", "samples_per_prompt", "resample_period", "eval_tail")
 NOT_IDENTITY = {"run", "config_hash", "versions", "status", "run_dir", "order", "seed"}
 ACCURACY = {"avg@k", "pass@k", "pass@1", "ci_low", "ci_high", "se", "truncation_rate", "accuracy"}
 LEDGER = {"updates": "ledger_updates", "trajectories": "ledger_trajectories", "teacher_tokens": "ledger_teacher_tokens_scored",
@@ -64,6 +64,38 @@ def default_by(runs: pd.DataFrame, block: str | None) -> list[str]:
     return by
 
 
+def final_eval(ev: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Each run's final value of every (benchmark, metric) in eval rows `ev`: its last evaluation, or,
+    for a run that ended with `eval_tail` = N > 1 evaluations (config eval.tail), the mean over its last N,
+    given as the row of its final update with the mean as value. Returns (rows, {run: why left out}) for
+    runs with fewer evaluations than their tail asks for."""
+    import pandas as pd
+
+    if ev.empty:
+        return ev, {}
+    tail = (pd.to_numeric(ev["eval_tail"], errors="coerce").fillna(1).astype(int) if "eval_tail" in ev.columns
+            else pd.Series(1, index=ev.index))
+    per_run = tail.groupby(ev["run"]).max()
+    if per_run.nunique() > 1:  # a tail mean beside a single final point would not be a like-for-like comparison
+        a, b = per_run.drop_duplicates().index[:2]
+        raise ValueError(f"runs end with different numbers of averaged evaluations: {a} eval_tail={per_run[a]}, {b} "
+                         f"eval_tail={per_run[b]}; compare runs of one eval.tail (filter the rows first)")
+    depth = ev.groupby("run")["update"].rank(method="dense", ascending=False)  # 1 = the run's final update
+    window = ev[depth <= tail]
+    if (tail == 1).all():
+        return window, {}
+    seen = window.groupby("run")["update"].nunique()
+    wanted = per_run
+    short = {run: f"{int(seen[run])} evaluation(s), but eval_tail={int(wanted[run])} averages the last {int(wanted[run])}"
+             for run in seen.index if seen[run] < wanted[run]}
+    window = window[~window["run"].isin(set(short))]
+    last = window[window["update"] == window.groupby("run")["update"].transform("max")]
+    last = last.drop_duplicates(["run", "benchmark", "metric"], keep="last")
+    means = window.drop_duplicates(["run", "update", "benchmark", "metric"], keep="last") \
+        .groupby(["run", "benchmark", "metric"], dropna=False)["value"].mean()
+    return last.assign(value=[means[key] for key in zip(last["run"], last["benchmark"], last["metric"])]), short
+
+
 def _select_eval(df: pd.DataFrame, runs: pd.DataFrame, update: str | int) -> tuple[pd.DataFrame, dict[str, str]]:
     """Each run's eval rows at the chosen update, and a remark per run that is left out (or, at a
     fixed update, included although unfinished)."""
@@ -72,7 +104,7 @@ def _select_eval(df: pd.DataFrame, runs: pd.DataFrame, update: str | int) -> tup
     if update == "final":
         last = ev.groupby("run")["update"].max()
         finished = runs.index[runs["status"] == DONE]
-        chosen = ev[ev["run"].isin(finished) & (ev["update"] == ev["run"].map(last))]
+        chosen, excluded = final_eval(ev[ev["run"].isin(finished)])
         for run in runs.index:
             if runs.at[run, "status"] != DONE:
                 excluded[run] = runs.at[run, "status"]

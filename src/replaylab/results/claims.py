@@ -4,7 +4,8 @@ A `Claim` is one or more `Check`s. A check compares two arms of one sweep (each 
 runs' identity columns, usually just a strategy name), paired by data order and seed, on one
 measure of each run:
 
-- `eval`: an evaluation metric at the final evaluation, the first one after update 0, or an update;
+- `eval`: an evaluation metric at the final evaluation (the mean over the run's last eval.tail ones), the
+  first one after update 0, or an update;
 - `train_mean`: a training-row metric averaged over the run (or over its first `window` updates);
 - `ledger`: a budget-ledger field at the run's last row (rollouts, FLOPs, tokens);
 - `updates_to_peak`: updates until the arm first reaches the other arm's peak evaluation (an arm
@@ -34,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from replaylab.results.aggregation import is_accuracy
+from replaylab.results.aggregation import final_eval, is_accuracy
 from replaylab.results.frame import DONE
 from replaylab.results.paired import compare
 
@@ -97,13 +98,14 @@ def arm_values(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> pd.Se
     runs = _finished(df, check, spec)
     if check.measure == "eval":
         ev = runs[(runs["split"] == "eval") & (runs["metric"] == check.metric) & (runs["benchmark"] == check.benchmark)]
-        if check.update == "final":
-            at = ev.groupby("run")["update"].transform("max")
-        elif check.update == "first":
-            at = ev[ev["update"] > 0].groupby("run")["update"].transform("min").reindex(ev.index)
+        if check.update == "final":  # the last evaluation, or the mean over a run's tail (eval.tail)
+            picked, short = final_eval(ev)
+            if short:
+                raise ValueError(f"claim check {check.label!r}: " + "; ".join(f"run {r}: {why}" for r, why in short.items()))
         else:
-            at = int(check.update)
-        picked = ev[ev["update"] == at]
+            at = (ev[ev["update"] > 0].groupby("run")["update"].transform("min").reindex(ev.index)
+                  if check.update == "first" else int(check.update))
+            picked = ev[ev["update"] == at]
     elif check.measure == "train_mean":
         tr = runs[(runs["split"] == "train") & (runs["metric"] == check.metric)]
         if check.window is not None:

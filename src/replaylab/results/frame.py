@@ -146,6 +146,7 @@ def tidy_frame(records: list[dict]) -> pd.DataFrame:
         if col not in df.columns:
             df[col] = pd.NA if col != "value" else math.nan
     df["status"] = df["status"].fillna(DONE)
+    df["eval_tail"] = df["eval_tail"].fillna(1)  # rows written before the column existed: the final evaluation only
     for col in ("update", "iteration", "value", "n"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     return df

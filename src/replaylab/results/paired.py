@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from replaylab.results.aggregation import _select_eval, default_by, is_accuracy, is_suite_mean, order_benchmarks, run_index
+from replaylab.results.aggregation import _select_eval, default_by, final_eval, is_accuracy, is_suite_mean, order_benchmarks, run_index
 from replaylab.results.frame import NoRowsError
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def _control(part, reference: str, label: str, bval, metrics, benches, level, po
         for bench in benches:
             cell = part[(part["metric"] == metric) & (part["benchmark"] == bench)]
             at_half = cell[cell["update"] == half].set_index(["order", "seed"])["value"]
-            at_end = cell[cell["update"] == cell["run"].map(final)].set_index(["order", "seed"])["value"]
+            at_end = final_eval(cell)[0].set_index(["order", "seed"])["value"]
             row = compare(at_end, at_half, scale, level, power, alpha)
             lo, hi = row["ci_low"], row["ci_high"]
             detected = math.isfinite(lo) and (lo > 0 or hi < 0)

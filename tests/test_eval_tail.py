@@ -1,0 +1,88 @@
+"""A run that ends with several evaluations (eval.tail, eval.tail_every), and tables that read each
+run's mean over them (issue 14: one late checkpoint's greedy accuracy scatters by several points
+between neighbouring updates, which the final point alone hands to every paired difference)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from conftest import load_rows
+from replaylab.results.aggregation import build_table, final_eval
+from replaylab.results.claims import Check, arm_values
+from replaylab.results.frame import load_experiment, tidy_frame
+from replaylab.results.paired import paired_table
+from test_paired import T_975_2
+
+
+def test_a_run_ends_with_its_tail_evaluations_and_rows_say_how_many(run_train):
+    _, run_dir = run_train(["budget.max_updates=8", "trainer.eval_every=4", "eval.tail=3", "eval.tail_every=2"])
+    rows = load_rows(run_dir)
+    assert sorted({r["update"] for r in rows if r["split"] == "eval"}) == [0, 4, 6, 8]
+    assert {r["eval_tail"] for r in rows} == {3}
+    # the table reads the mean over updates 4, 6 and 8, not the final evaluation alone
+    df = load_experiment(run_dir)
+    chosen, short = final_eval(df[(df["split"] == "eval") & (df["metric"] == "avg@k")])
+    assert not short
+    ev = df[(df["split"] == "eval") & (df["metric"] == "avg@k")]
+    for bench, value in zip(chosen["benchmark"], chosen["value"]):
+        tail = ev[(ev["benchmark"] == bench) & ev["update"].isin([4, 6, 8])]["value"]
+        assert len(tail) == 3 and value == pytest.approx(tail.mean())
+
+
+def rows(curves: dict[str, list[list[float]]], tail: int, updates: list[int]) -> list[dict]:
+    """Eval rows: curves[strategy][order] = the suite mean at `updates`."""
+    out = []
+    for strategy, per_order in curves.items():
+        for order, values in enumerate(per_order):
+            run = f"opd-{strategy}-{order}"
+            ident = {"run": run, "config_hash": run, "experiment": "x", "strategy": strategy, "trainer": "opd",
+                     "objective": "opd_full_rkl", "model": "m", "teacher": "t", "data": "d", "order": order,
+                     "budget": "b", "max_response_tokens": 48, "seed": 0, "prompts_per_iteration": 64,
+                     "samples_per_prompt": 1, "resample_period": 1, "eval_tail": tail, "versions": "v", "status": "done"}
+            out += [{**ident, "split": "eval", "update": u, "iteration": u, "benchmark": "mean", "metric": "avg@k",
+                     "value": v, "n": 100} for u, v in zip(updates, values)]
+    return out
+
+
+UPDATES = [0, 40, 80, 100, 110, 120]
+CURVES = {  # a noisy final point: 0.60 vs 0.50 at update 120, the same level over the tail
+    "current": [[0.3, 0.4, 0.50, 0.54, 0.56, 0.60], [0.3, 0.4, 0.52, 0.50, 0.58, 0.53], [0.3, 0.4, 0.5, 0.55, 0.52, 0.57]],
+    "ropd": [[0.3, 0.4, 0.51, 0.58, 0.55, 0.50], [0.3, 0.4, 0.50, 0.57, 0.53, 0.58], [0.3, 0.4, 0.5, 0.56, 0.58, 0.52]],
+}
+
+
+def test_paired_table_and_claims_read_the_tail_mean_by_hand():
+    df = tidy_frame(rows(CURVES, tail=3, updates=UPDATES))
+    table = paired_table(df, "current")
+    [row] = table[table["strategy"] == "ropd"].to_dict("records")
+    diffs = [100 * (sum(r[-3:]) - sum(c[-3:])) / 3 for r, c in zip(CURVES["ropd"], CURVES["current"])]
+    mean = sum(diffs) / 3
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 2)
+    assert row["diff"] == pytest.approx(mean) and row["sd"] == pytest.approx(sd)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((mean - T_975_2 * sd / math.sqrt(3), mean + T_975_2 * sd / math.sqrt(3)))
+    # the control: current's tail mean minus its evaluation at update 40 (nearest below half of 120)
+    [control] = table[table["strategy"].str.startswith("control")].to_dict("records")
+    assert control["diff"] == pytest.approx(100 * sum(sum(c[-3:]) / 3 - c[1] for c in CURVES["current"]) / 3)
+    check = Check("ropd - current", {"strategy": "ropd"}, {"strategy": "current"}, "higher", 3.0)
+    assert list(arm_values(df, check, {"strategy": "ropd"})) == pytest.approx([sum(r[-3:]) / 3 for r in CURVES["ropd"]])
+    # the final point alone (eval_tail 1) gives a different difference: the tail is what was read
+    alone = paired_table(tidy_frame(rows(CURVES, tail=1, updates=UPDATES)), "current")
+    assert alone[alone["strategy"] == "ropd"]["diff"].item() != pytest.approx(mean)
+
+
+def test_runs_short_of_their_tail_are_left_out_and_a_mixed_sweep_is_refused():
+    short = rows({"current": [[0.3, 0.5]]}, tail=3, updates=[0, 120])
+    chosen, left_out = final_eval(tidy_frame(short))
+    assert chosen.empty and "averages the last 3" in left_out["opd-current-0"]
+    table = build_table(tidy_frame(rows(CURVES, 3, UPDATES) + [{**r, "run": "late", "order": 9} for r in short]),
+                        metrics=["avg@k"], benchmarks=["mean"])
+    current = table[table["strategy"] == "current"].iloc[0]
+    assert current["n"] == 3 and "order 9: 2 evaluation(s), but eval_tail=3" in current["notes"]
+    mixed = rows({"current": CURVES["current"]}, 3, UPDATES) + rows({"ropd": CURVES["ropd"]}, 1, UPDATES)
+    with pytest.raises(ValueError, match="eval_tail"):
+        paired_table(tidy_frame(mixed), "current")
+    check = Check("x", {"strategy": "current"}, {"strategy": "current"}, "higher", 3.0)
+    with pytest.raises(ValueError, match="averages the last 3"):
+        arm_values(tidy_frame(short), check, {"strategy": "current"})
