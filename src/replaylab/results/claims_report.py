@@ -149,7 +149,9 @@ def sweep_sizes(frames: dict[str, Any]) -> dict[str, str]:
         per_set = ev.groupby(["run", "update", "benchmark"])["n"].max().median() if "n" in ev and len(ev) else math.nan
         out[sweep] = (f"{done} of {len(runs)} runs finished, data orders {sorted(set(runs['order']))}, "
                       f"{int(df['update'].max())} updates at most, "
-                      + (f"{per_set:.0f} problems per evaluation set" if math.isfinite(per_set) else "eval size unknown"))
+                      + (f"{per_set:.0f} problems per evaluation set" if math.isfinite(per_set) else "eval size unknown")
+                      + (f"; final values are each run's mean over its last {tail} evaluations (eval.tail)"
+                         if (tail := int(runs["eval_tail"].max())) > 1 else ""))
     return out
 
 

@@ -124,7 +124,8 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
                                 "notes": f"unpaired (order, seed): {unpaired}" if unpaired else ""})
     out += control_rows(df, runs, reference, metrics, benches, block, level, power, alpha)
     table = pd.DataFrame(out)
-    table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block)
+    table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block,
+                       tail=int(chosen["eval_tail"].max()) if "eval_tail" in chosen else 1)
     return table
 
 
@@ -178,8 +179,10 @@ def _control(part, reference: str, label: str, bval, metrics, benches, level, po
 
 def paired_markdown(table: pd.DataFrame, title: str) -> str:
     a = table.attrs
+    at = (f"each run's mean over its last {a['tail']} evaluations (eval.tail)" if a.get("tail", 1) > 1
+          else "each run's evaluation")
     lines = [f"## {title}: paired differences to {a['reference']}",
-             f"strategy - {a['reference']} at each run's evaluation, paired by data order and seed (points for accuracy); "
+             f"strategy - {a['reference']} at {at}, paired by data order and seed (points for accuracy); "
              f"mean and {100 * a['level']:.0f}% t-interval; MDE = smallest difference a two-sided paired t-test at "
              f"alpha={a['alpha']} detects with {100 * a['power']:.0f}% power for these pairs and this spread", ""]
     shown = table.assign(
