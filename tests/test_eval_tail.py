@@ -86,3 +86,18 @@ def test_runs_short_of_their_tail_are_left_out_and_a_mixed_sweep_is_refused():
     check = Check("x", {"strategy": "current"}, {"strategy": "current"}, "higher", 3.0)
     with pytest.raises(ValueError, match="averages the last 3"):
         arm_values(tidy_frame(short), check, {"strategy": "current"})
+
+
+def test_the_tail_mean_shrinks_the_mde_when_late_checkpoints_scatter():
+    """Curves whose per-checkpoint noise dwarfs their per-order spread (what tinylong's late evaluations
+    show): the tail mean's paired spread, and with it the MDE, is about 1/sqrt(5) of the final point's;
+    a table that read only the final point (eval_tail ignored) would not shrink it."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    updates = [0, 40, 80, 100, 105, 110, 115, 120]
+    curves = {s: [[0.3, 0.45, 0.5] + list(0.55 + rng.normal(0, 0.03, 5)) for _ in range(10)] for s in ("current", "ropd")}
+    tail = paired_table(tidy_frame(rows(curves, 5, updates)), "current")
+    final = paired_table(tidy_frame(rows(curves, 1, updates)), "current")
+    mde_tail, mde_final = (t[t["strategy"] == "ropd"]["mde"].item() for t in (tail, final))
+    assert mde_tail < 0.6 * mde_final
