@@ -25,7 +25,8 @@ print(f"{SOURCE}: {df['run'].nunique()} runs, {len(df)} rows; figures -> {plots.
 
 NOTEBOOKS = {
     "tables": [
-        ("markdown", "# Comparison table\n\nEach run's final evaluation, mean ± 95% t-interval over data orders, "
+        ("markdown", "# Comparison table\n\nEach run's final evaluation (the mean over its last eval.tail ones when runs end with several), "
+                     "mean ± 95% t-interval over data orders, "
                      "one block per response budget; `n` = orders present / expected; the budget columns show "
                      "the ledger each row spent (`replaylab table` prints the same)."),
         ("code", SETUP),

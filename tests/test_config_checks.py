@@ -78,6 +78,7 @@ SILENT_BEFORE = [
     (["eval.tail=3"], "eval.tail_every"),
     (["eval.tail=3", "eval.tail_every=500"], "eval.tail_every"),  # starts before update 0 of 1000
     (["eval.tail=3", "eval.tail_every=10", "budget.max_compute=1e12"], "eval.tail"),  # may end earlier
+    (["eval.tail=3", "eval.tail_every=10", "budget.max_trajectories=64000"], "eval.tail"),  # refills count too
     (["eval.tail=3", "eval.tail_every=20", "trainer.eval_every=10", "budget.max_updates=100"], "eval.tail_every"),
     (["trainer=grpo", "teacher=none", "strategy=depo", "strategy.replay_fraction=0", "strategy.min_visits=4"],
      "strategy.min_visits"),

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import load_rows
 from replaylab.results.aggregation import build_table, final_eval
-from replaylab.results.claims import Check, arm_values
+from replaylab.results.claims import Check, arm_values, run_check
 from replaylab.results.frame import load_experiment, tidy_frame
 from replaylab.results.paired import paired_table
 from test_paired import T_975_2
@@ -75,17 +75,34 @@ def test_paired_table_and_claims_read_the_tail_mean_by_hand():
 def test_runs_short_of_their_tail_are_left_out_and_a_mixed_sweep_is_refused():
     short = rows({"current": [[0.3, 0.5]]}, tail=3, updates=[0, 120])
     chosen, left_out = final_eval(tidy_frame(short))
-    assert chosen.empty and "averages the last 3" in left_out["opd-current-0"]
+    assert chosen.empty and "2 evaluation(s) in its last 3" in left_out["opd-current-0"]
     table = build_table(tidy_frame(rows(CURVES, 3, UPDATES) + [{**r, "run": "late", "order": 9} for r in short]),
                         metrics=["avg@k"], benchmarks=["mean"])
     current = table[table["strategy"] == "current"].iloc[0]
-    assert current["n"] == 3 and "order 9: 2 evaluation(s), but eval_tail=3" in current["notes"]
+    assert current["n"] == 3 and "order 9: mean avg@k: 2 evaluation(s) in its last 3" in current["notes"]
     mixed = rows({"current": CURVES["current"]}, 3, UPDATES) + rows({"ropd": CURVES["ropd"]}, 1, UPDATES)
     with pytest.raises(ValueError, match="eval_tail"):
         paired_table(tidy_frame(mixed), "current")
     check = Check("x", {"strategy": "current"}, {"strategy": "current"}, "higher", 3.0)
-    with pytest.raises(ValueError, match="averages the last 3"):
+    with pytest.raises(ValueError, match="2 evaluation.s. in its last 3"):
         arm_values(tidy_frame(short), check, {"strategy": "current"})
+    # a claim whose arms average different numbers of evaluations is refused too
+    with pytest.raises(ValueError, match="eval_tail"):
+        run_check(tidy_frame(mixed), Check("x", {"strategy": "ropd"}, {"strategy": "current"}, "higher", 3.0))
+    # a value missing at one tail update: the run is left out, not averaged over the other two
+    gap = [{**r, "value": math.nan} if (r["run"], r["update"]) == ("opd-ropd-1", 110) else r for r in rows(CURVES, 3, UPDATES)]
+    chosen, left_out = final_eval(tidy_frame(gap))
+    assert set(left_out) == {"opd-ropd-1"} and "opd-ropd-1" not in set(chosen["run"])
+
+
+def test_the_control_reads_learning_from_below_the_tail():
+    """A tail reaching back past half the run must not make the control compare the tail mean with one
+    of its own points: the control's earlier evaluation is the last one before the tail."""
+    updates = [0, 2, 4, 6, 8]  # tail 3 every 2 of an 8-update run: 4, 6, 8; half the run is 4
+    curves = {"current": [[0.3, 0.35, 0.5, 0.52, 0.54], [0.3, 0.36, 0.5, 0.5, 0.56], [0.3, 0.34, 0.52, 0.5, 0.55]]}
+    [control] = paired_table(tidy_frame(rows(curves, 3, updates)), "current").to_dict("records")
+    assert control["strategy"] == "control: current final - update 2"
+    assert control["diff"] == pytest.approx(100 * sum(sum(c[-3:]) / 3 - c[1] for c in curves["current"]) / 3)
 
 
 def test_the_tail_mean_shrinks_the_mde_when_late_checkpoints_scatter():

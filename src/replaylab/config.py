@@ -242,9 +242,10 @@ class EvalConfig:
     enable_thinking: bool = knob(False, "Qwen3 thinking mode in the chat template")
     at_start: bool = knob(True, "evaluate the initial policy before training")
     tail: int = knob(1, "evaluations that end the run, eval.tail_every updates apart, the last at budget.max_updates "
-                        "(besides trainer.eval_every's); `replaylab table --tail N` reads each run's mean over its last "
-                        "N evaluations, which averages out the scatter of single late iterates (greedy accuracy of "
-                        "one checkpoint moves by several points between neighbouring updates). 1 = the final one only")
+                        "(besides trainer.eval_every's); rows carry it as eval_tail, and tables, paired tables and claims read "
+                        "each run's final value as the mean over its last eval.tail evaluations, which averages out the "
+                        "scatter of single late iterates (greedy accuracy of one checkpoint moves by several points "
+                        "between neighbouring updates). 1 = the final evaluation only")
     tail_every: int = knob(0, "updates between the tail evaluations (needs eval.tail > 1)")
     grader_workers: int = knob(2, "grading worker processes")
     grader_timeout: int = knob(2, "math-verify per-item timeout (whole seconds)")

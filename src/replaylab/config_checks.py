@@ -115,10 +115,10 @@ def check_eval_tail(cfg) -> None:
     e, b = cfg.eval, cfg.budget
     if e.tail == 1:
         return
-    # a trajectory budget ends the run exactly at max_updates (check_matched_budget); a compute budget may end it earlier
-    check(not b.max_compute, "eval.tail",
-          f"{e.tail} evaluations before budget.max_updates need the run to end there, but budget.max_compute may "
-          "end it earlier: use eval.tail=1 with a compute budget")
+    # a compute budget, or a trajectory budget (refills, initial-policy stores and pools count too), may end it earlier
+    check(not b.max_compute and not b.max_trajectories, "eval.tail",
+          f"{e.tail} evaluations before budget.max_updates need the run to end there, but budget.max_compute / "
+          "budget.max_trajectories may end it earlier: use eval.tail=1 with those budgets")
     check((e.tail - 1) * e.tail_every < b.max_updates, "eval.tail_every",
           f"{e.tail} evaluations {e.tail_every} updates apart start before update 0 of a {b.max_updates}-update run")
     step = cfg.trainer.updates_per_iteration
@@ -131,7 +131,7 @@ def check_eval_tail(cfg) -> None:
     check(not stray, "eval.tail_every",
           f"trainer.eval_every={every} also evaluates at update(s) {stray}, between the tail's evaluations (every "
           f"{e.tail_every} up to {end}): the last {e.tail} evaluations would not be the tail's; make trainer.eval_every "
-          "a multiple of eval.tail_every")
+          "and budget.max_updates multiples of eval.tail_every")
 
 
 def check_exact_updates(cfg) -> None:

@@ -68,7 +68,7 @@ def final_eval(ev: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     """Each run's final value of every (benchmark, metric) in eval rows `ev`: its last evaluation, or,
     for a run that ended with `eval_tail` = N > 1 evaluations (config eval.tail), the mean over its last N,
     given as the row of its final update with the mean as value. Returns (rows, {run: why left out}) for
-    runs with fewer evaluations than their tail asks for."""
+    runs with a (benchmark, metric) measured fewer times in that window than their tail asks for."""
     import pandas as pd
 
     if ev.empty:
@@ -84,16 +84,19 @@ def final_eval(ev: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     window = ev[depth <= tail]
     if (tail == 1).all():
         return window, {}
-    seen = window.groupby("run")["update"].nunique()
-    wanted = per_run
-    short = {run: f"{int(seen[run])} evaluation(s), but eval_tail={int(wanted[run])} averages the last {int(wanted[run])}"
-             for run in seen.index if seen[run] < wanted[run]}
+    cell = ["run", "benchmark", "metric"]
+    # one value per (run, update, benchmark, metric): a resumed run may have written an evaluation twice
+    window = window.drop_duplicates([*cell, "update"], keep="last")
+    window = window[window["value"].notna()]
+    count = window.groupby(cell, dropna=False)["update"].transform("nunique")
+    gaps = window[count < tail[window.index]]
+    short = {run: (f"{part['benchmark'].iloc[0]} {part['metric'].iloc[0]}: {int(count[part.index[0]])} evaluation(s) "
+                   f"in its last {int(per_run[run])}, but eval_tail={int(per_run[run])} averages that many")
+             for run, part in gaps.groupby("run")}
     window = window[~window["run"].isin(set(short))]
-    last = window[window["update"] == window.groupby("run")["update"].transform("max")]
-    last = last.drop_duplicates(["run", "benchmark", "metric"], keep="last")
-    means = window.drop_duplicates(["run", "update", "benchmark", "metric"], keep="last") \
-        .groupby(["run", "benchmark", "metric"], dropna=False)["value"].mean()
-    return last.assign(value=[means[key] for key in zip(last["run"], last["benchmark"], last["metric"])]), short
+    mean = window.groupby(cell, dropna=False)["value"].transform("mean")
+    window = window.assign(value=mean)
+    return window[window["update"] == window.groupby("run")["update"].transform("max")], short
 
 
 def _select_eval(df: pd.DataFrame, runs: pd.DataFrame, update: str | int) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -244,7 +247,8 @@ def build_table(df: pd.DataFrame, metrics: str | Sequence[str] = ("avg@k",), ben
     columns = [*keys, "benchmark", "metric", "unit", "mean", "sd", "ci_low", "ci_high", "n", "n_runs", "n_expected",
                "orders", "missing_orders", *LEDGER, "notes"]
     table = pd.DataFrame(out, columns=columns)
-    table.attrs.update(keys=keys, block=block_col, by=by, update=update, metrics=metrics, level=level)
+    tail = int(chosen["eval_tail"].max()) if update == "final" and "eval_tail" in chosen.columns and len(chosen) else 1
+    table.attrs.update(keys=keys, block=block_col, by=by, update=update, metrics=metrics, level=level, tail=tail)
     return table
 
 

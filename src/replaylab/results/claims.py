@@ -186,6 +186,11 @@ def run_check(df: pd.DataFrame, check: Check, level: float = 0.95, power: float 
         arm, against = updates_to_peak(df, check)
         scale = 1.0
     else:
+        if check.measure == "eval" and check.update == "final":
+            import pandas as pd
+
+            both = pd.concat([_finished(df, check, check.arm), _finished(df, check, check.against)])
+            final_eval(both[both["split"] == "eval"])  # raises when the arms average different numbers of evaluations
         arm, against = arm_values(df, check, check.arm), arm_values(df, check, check.against)
         scale = 100.0 if check.measure == "eval" and is_accuracy(check.metric) else 1.0
     row = compare(arm, against, scale, level, power, alpha)

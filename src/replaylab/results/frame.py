@@ -41,7 +41,7 @@ IDENTITY_FROM_CONFIG: dict[str, str | tuple[str, ...]] = {
     "prompts_per_iteration": "trainer.prompts_per_iteration",
     "samples_per_prompt": "trainer.samples_per_prompt",
     "resample_period": "trainer.resample_period",
-    "eval_tail": "eval.tail",  # evaluations averaged into the run's final value (results.aggregation.final_values)
+    "eval_tail": "eval.tail",  # evaluations averaged into the run's final value (results.aggregation.final_eval)
 }
 IDENTITY = ("run", "config_hash", *IDENTITY_FROM_CONFIG, "versions")
 SPLITS = ("train", "eval", "strategy", "probe")

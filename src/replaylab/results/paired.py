@@ -125,7 +125,7 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
     out += control_rows(df, runs, reference, metrics, benches, block, level, power, alpha)
     table = pd.DataFrame(out)
     table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block,
-                       tail=int(chosen["eval_tail"].max()) if "eval_tail" in chosen else 1)
+                       tail=int(chosen["eval_tail"].max()) if update == "final" and "eval_tail" in chosen.columns else 1)
     return table
 
 
@@ -151,13 +151,19 @@ def control_rows(df, runs, reference: str, metrics, benches, block, level, power
 
 def _control(part, reference: str, label: str, bval, metrics, benches, level, power, alpha) -> list[dict[str, Any]]:
     """control_rows for one configuration's eval rows."""
+    import pandas as pd
+
     out = []
     final = part.groupby("run")["update"].max()
     if final.empty:
         return out
     updates = sorted(set(part["update"]))
     half_target = int(final.min()) // 2
-    earlier = [u for u in updates if u <= half_target]
+    # below the runs' tail (eval.tail): the control compares learning, not a tail mean with one of its own points
+    depth = part.groupby("run")["update"].rank(method="dense", ascending=False)
+    tail_start = part.loc[depth <= pd.to_numeric(part["eval_tail"], errors="coerce").fillna(1), "update"].min() \
+        if "eval_tail" in part.columns else final.min()
+    earlier = [u for u in updates if u <= half_target and u < tail_start]
     if not earlier:
         return out
     half = max(earlier)
@@ -173,7 +179,7 @@ def _control(part, reference: str, label: str, bval, metrics, benches, level, po
             out.append({"block": bval, "strategy": f"control: {reference} final - update {half}{label}",
                         "reference": reference, "benchmark": bench, "metric": metric, **row,
                         "verdict": "control detected" if detected else "CONTROL NOT DETECTED: the testbed failed its own check",
-                        "notes": f"known effect: {reference} learning from update {half} to its final evaluation"})
+                        "notes": f"known effect: {reference} learning from update {half} to its final value"})
     return out
 
 

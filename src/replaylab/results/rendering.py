@@ -79,7 +79,9 @@ def wide_blocks(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def describe(table: pd.DataFrame) -> str:
     """One sentence saying what the cells are, for the top of every rendering."""
-    at = "each run's final evaluation" if table.attrs["update"] == "final" else f"update {table.attrs['update']}"
+    tail = table.attrs.get("tail", 1)
+    at = (f"update {table.attrs['update']}" if table.attrs["update"] != "final" else "each run's final evaluation"
+          if tail == 1 else f"each run's mean over its last {tail} evaluations (eval.tail)")
     metrics = ", ".join(f"{m} ({u})" if u else m for m, u in dict(zip(table["metric"], table["unit"])).items())
     level = round(100 * table.attrs["level"])
     return (f"{metrics} at {at}; mean ± {level}% t-interval over data orders (n = orders present / expected); "

@@ -129,7 +129,8 @@ def cmd_table(args: argparse.Namespace) -> int:
 def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "table", help="the comparison table of a sweep (mean ± 95%% CI over data orders, matched budgets)",
-        description="Build the comparison table of a sweep: each run's final evaluation, mean ± 95% t-interval "
+        description="Build the comparison table of a sweep: each run's final evaluation (the mean over its last "
+                    "eval.tail evaluations when the runs ended with several), mean ± 95% t-interval "
                     "over data orders, one block per response budget, with the ledger budget each row spent. "
                     "Budget-axes study: --by prompts_per_iteration,resample_period --columns metric.")
     p.add_argument("source", help="experiment directory (runs/<experiment>), a wandb runs-table CSV export, "
@@ -147,7 +148,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--paired", metavar="REF", help="instead: each strategy's difference to strategy REF, paired by data "
                                                    "order and seed, with its 95%% interval and minimum detectable effect")
     p.add_argument("--update", default="final", type=_update_arg,
-                   help="'final' (each finished run's last eval) or an update number")
+                   help="'final' (each finished run's last eval, or the mean over its eval.tail last ones) or an update number")
     p.add_argument("--experiment", help="keep only rows of this experiment (useful for wandb sources)")
     p.add_argument("--out", help="output directory (default: SOURCE/tables)")
     p.set_defaults(func=cmd_table)
