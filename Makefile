@@ -15,7 +15,7 @@ SWEEP := $(TRAIN) -m
 # tiny-table-budget-axes, tiny-table-reopd, tiny-table-prefixrl, tiny-table-hdl,
 # tiny-table-fifo (compute-matched), tiny-table-fopd, tiny-table-depo, and the same without `tiny-`
 # at full scale.
-.PHONY: install run test tiny bench clean notebooks tiny-table-budget-axes table-budget-axes tiny-claims
+.PHONY: install run test tiny bench clean notebooks tiny-table-ropd tiny-table-budget-axes table-budget-axes tiny-claims
 
 install: $(VENV)/.installed
 
@@ -76,10 +76,16 @@ table-budget-axes: install
 # The claims report: every tiny sweep a seed-paper claim reads, then `replaylab claims` over their runs
 # (reports/tiny_claims.md and one figure per claim beside it). CLAIM_SWEEPS narrows it, e.g.
 # make tiny-claims CLAIM_SWEEPS='tiny_grpo_replay'; claims of sweeps not run are reported as not run.
-CLAIM_SWEEPS ?= tiny_ropd tiny_budget_axes tiny_grpo_replay
+CLAIM_SWEEPS ?= tiny_ropd tiny_ropd_long tiny_budget_axes tiny_grpo_replay
 tiny-claims: install
 	set -e; for s in $(CLAIM_SWEEPS); do $(SWEEP) +sweep=$$s $(TINY_LAUNCHER) $(ARGS); done
 	$(VENV)/bin/replaylab claims runs --out reports/tiny_claims.md
+
+# The R-OPD table: five orders at both budgets, then five more at the long one (same experiment).
+tiny-table-ropd: install
+	$(SWEEP) +sweep=tiny_ropd $(TINY_LAUNCHER) $(ARGS)
+	$(SWEEP) +sweep=tiny_ropd_long $(TINY_LAUNCHER) $(ARGS)
+	$(VENV)/bin/replaylab table runs/tiny_ropd
 
 tiny-table-%: install
 	$(SWEEP) +sweep=tiny_$(subst -,_,$*) $(TINY_LAUNCHER) $(ARGS)
