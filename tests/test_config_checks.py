@@ -74,6 +74,7 @@ SILENT_BEFORE = [
     (["trainer=grpo", "teacher=none", "strategy=depo", "trainer.dynamic_sampling=true"], "trainer.dynamic_sampling"),
     (["trainer=grpo", "teacher=none", "strategy=depo", "strategy.replay_fraction=0.01"], "strategy.replay_fraction"),
     # the tail evaluations (issue 14): each needs the other, and the run must end at budget.max_updates
+    (["eval.tail=0"], "eval.tail"),
     (["eval.tail_every=5"], "eval.tail_every"),  # eval.tail=1: nothing to space
     (["eval.tail=3"], "eval.tail_every"),
     (["eval.tail=3", "eval.tail_every=500"], "eval.tail_every"),  # starts before update 0 of 1000

@@ -261,12 +261,6 @@ class EvalConfig:
         check(self.grader_workers >= 1, "eval.grader_workers", f"must be >= 1, got {self.grader_workers}")
         check(self.grader_timeout >= 1, "eval.grader_timeout", f"must be >= 1 whole second, got {self.grader_timeout}")
         check(self.probe_size >= 0, "eval.probe_size", f"must be >= 0, got {self.probe_size}")
-        check(self.tail >= 1, "eval.tail", f"must be >= 1, got {self.tail}")
-        check(self.tail_every >= 0, "eval.tail_every", f"must be >= 0, got {self.tail_every}")
-        check(self.tail == 1 or self.tail_every > 0, "eval.tail_every",
-              f"eval.tail={self.tail} needs the updates between its evaluations: set eval.tail_every > 0")
-        check(self.tail > 1 or self.tail_every == 0, "eval.tail_every",
-              f"{self.tail_every} has no effect with eval.tail=1 (only the final evaluation): set eval.tail > 1 or drop it")
         check(self.sampled_k >= 0, "eval.sampled_k", f"must be >= 0, got {self.sampled_k}")
         check(self.sampled_temperature > 0, "eval.sampled_temperature",
               f"must be > 0 (a sampled evaluation at temperature 0 is the greedy one), got {self.sampled_temperature}")

@@ -113,6 +113,12 @@ def check_eval(cfg) -> None:
 def check_eval_tail(cfg) -> None:
     """The tail evaluations are placed before budget.max_updates: the run must end there."""
     e, b = cfg.eval, cfg.budget
+    check(e.tail >= 1, "eval.tail", f"must be >= 1, got {e.tail}")
+    check(e.tail_every >= 0, "eval.tail_every", f"must be >= 0, got {e.tail_every}")
+    check(e.tail == 1 or e.tail_every > 0, "eval.tail_every",
+          f"eval.tail={e.tail} needs the updates between its evaluations: set eval.tail_every > 0")
+    check(e.tail > 1 or e.tail_every == 0, "eval.tail_every",
+          f"{e.tail_every} has no effect with eval.tail=1 (only the final evaluation): set eval.tail > 1 or drop it")
     if e.tail == 1:
         return
     # a compute budget, or a trajectory budget (refills, initial-policy stores and pools count too), may end it earlier
