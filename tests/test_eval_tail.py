@@ -72,6 +72,22 @@ def test_paired_table_and_claims_read_the_tail_mean_by_hand():
     assert alone[alone["strategy"] == "ropd"]["diff"].item() != pytest.approx(mean)
 
 
+def test_at_a_fixed_update_the_strategies_and_the_control_read_that_single_evaluation():
+    """`replaylab table --paired REF --update N` reads one checkpoint per run; its control must too (the
+    reference at N minus itself at the evaluation nearest to N / 2), not the tail mean of the final table."""
+    table = paired_table(tidy_frame(rows(CURVES, tail=3, updates=UPDATES)), "current", update=120)
+    [row] = table[table["strategy"] == "ropd"].to_dict("records")
+    assert row["diff"] == pytest.approx(100 * sum(r[-1] - c[-1] for r, c in zip(CURVES["ropd"], CURVES["current"])) / 3)
+    [control] = table[table["strategy"].str.startswith("control")].to_dict("records")
+    assert control["strategy"] == "control: current at update 120 - update 40"
+    assert control["diff"] == pytest.approx(100 * sum(c[-1] - c[1] for c in CURVES["current"]) / 3)
+    # at update 100 (inside the tail) the control's earlier point is the evaluation nearest below 50
+    [control] = [r for r in paired_table(tidy_frame(rows(CURVES, tail=3, updates=UPDATES)), "current", update=100)
+                 .to_dict("records") if r["strategy"].startswith("control")]
+    assert control["strategy"] == "control: current at update 100 - update 40"
+    assert control["diff"] == pytest.approx(100 * sum(c[3] - c[1] for c in CURVES["current"]) / 3)
+
+
 def test_runs_short_of_their_tail_are_left_out_and_a_mixed_sweep_is_refused():
     short = rows({"current": [[0.3, 0.5]]}, tail=3, updates=[0, 120])
     chosen, left_out = final_eval(tidy_frame(short))

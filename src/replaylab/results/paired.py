@@ -122,20 +122,26 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
                     out.append({"block": bval, "strategy": strategy, "reference": reference, "benchmark": bench,
                                 "metric": metric, **row, "verdict": verdict(row["ci_low"], row["ci_high"], row["mde"]),
                                 "notes": f"unpaired (order, seed): {unpaired}" if unpaired else ""})
-    out += control_rows(df, runs, reference, metrics, benches, block, level, power, alpha)
+    out += control_rows(df, runs, reference, metrics, benches, block, level, power, alpha, update)
     table = pd.DataFrame(out)
     table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block,
                        tail=int(chosen["eval_tail"].max()) if update == "final" and "eval_tail" in chosen.columns else 1)
     return table
 
 
-def control_rows(df, runs, reference: str, metrics, benches, block, level, power, alpha) -> list[dict[str, Any]]:
+def control_rows(df, runs, reference: str, metrics, benches, block, level, power, alpha,
+                 update: str | int = "final") -> list[dict[str, Any]]:
     """The reference at its final evaluation minus itself at the evaluation nearest to half its run; one
     control per configuration of the reference (a sweep whose reference runs in several configurations
-    inside a block, like the budget axes' queries x resampling cells, gets one per configuration)."""
+    inside a block, like the budget axes' queries x resampling cells, gets one per configuration).
+    At a fixed `update` the control reads the table's way too: the reference's single evaluation there
+    minus its evaluation nearest to half of it."""
     ev = df[(df["split"] == "eval") & (df["strategy"] == reference) & df["metric"].isin(list(metrics))]
     finished = set(runs.index[(runs["strategy"] == reference) & (runs["status"] == "done")])
     ev = ev[ev["run"].isin(finished)]
+    if update != "final":
+        reached = set(ev.loc[ev["update"] == int(update), "run"])
+        ev = ev[ev["run"].isin(reached) & (ev["update"] <= int(update))].assign(eval_tail=1)
     configs = [c for c in default_by(runs[runs["strategy"] == reference], block) if c != "strategy"]
     out = []
     blocks = sorted(ev[block].unique(), key=str) if block else [None]
@@ -145,11 +151,13 @@ def control_rows(df, runs, reference: str, metrics, benches, block, level, power
         for config, part in groups:
             config = config if isinstance(config, tuple) else (config,)
             label = f" ({', '.join(f'{c}={v}' for c, v in zip(configs, config))})" if configs else ""
-            out += _control(part, reference, label, bval, metrics, benches, level, power, alpha)
+            out += _control(part, reference, label, bval, metrics, benches, level, power, alpha,
+                            "final" if update == "final" else f"at update {update}")
     return out
 
 
-def _control(part, reference: str, label: str, bval, metrics, benches, level, power, alpha) -> list[dict[str, Any]]:
+def _control(part, reference: str, label: str, bval, metrics, benches, level, power, alpha,
+             end: str = "final") -> list[dict[str, Any]]:
     """control_rows for one configuration's eval rows."""
     import pandas as pd
 
@@ -176,10 +184,11 @@ def _control(part, reference: str, label: str, bval, metrics, benches, level, po
             row = compare(at_end, at_half, scale, level, power, alpha)
             lo, hi = row["ci_low"], row["ci_high"]
             detected = math.isfinite(lo) and (lo > 0 or hi < 0)
-            out.append({"block": bval, "strategy": f"control: {reference} final - update {half}{label}",
+            out.append({"block": bval, "strategy": f"control: {reference} {end} - update {half}{label}",
                         "reference": reference, "benchmark": bench, "metric": metric, **row,
                         "verdict": "control detected" if detected else "CONTROL NOT DETECTED: the testbed failed its own check",
-                        "notes": f"known effect: {reference} learning from update {half} to its final value"})
+                        "notes": f"known effect: {reference} learning from update {half} to its "
+                                 f"{'final value' if end == 'final' else 'value ' + end}"})
     return out
 
 
