@@ -134,3 +134,25 @@ def test_the_tail_mean_shrinks_the_mde_when_late_checkpoints_scatter():
     final = paired_table(tidy_frame(rows(curves, 1, updates)), "current")
     mde_tail, mde_final = (t[t["strategy"] == "ropd"]["mde"].item() for t in (tail, final))
     assert mde_tail < 0.6 * mde_final
+
+
+def test_the_accuracy_figure_shades_the_evaluations_the_tables_average(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.figure
+
+    from replaylab.results.figures import accuracy_figure
+
+    spans = []
+    original = matplotlib.figure.Figure.savefig
+
+    def keep(fig, *args, **kwargs):  # read the drawn axes before the figure is closed
+        spans.append([(p.get_x(), p.get_x() + p.get_width()) for ax in fig.axes for p in ax.patches
+                      if p.get_label().startswith("tables: mean")])
+        return original(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    assert accuracy_figure(tidy_frame(rows(CURVES, tail=3, updates=UPDATES)), tmp_path / "a.png", "x").exists()
+    accuracy_figure(tidy_frame(rows(CURVES, tail=1, updates=UPDATES)), tmp_path / "b.png", "x")
+    assert spans == [[(100, 120)], []]  # the last three evaluations (100, 110, 120); none without a tail

@@ -73,6 +73,7 @@ def accuracy_figure(df, path: Path, title: str) -> Path | None:
             ax.plot(x, [p[3] for p in pts], "o-", color=colours(i % 10), lw=1.6, ms=3.5, label=f"{label} (n={n})")
             if all(p[4] == p[4] for p in pts):  # an interval exists (n >= 2 at every point)
                 ax.fill_between(x, [p[4] for p in pts], [p[5] for p in pts], color=colours(i % 10), alpha=0.15)
+        _shade_tail(ax, df[df["budget"] == budget])
         ax.set_title(f"budget {budget}", fontsize=10)
         ax.set_xlabel("optimizer update")
         ax.set_ylabel("suite mean avg@k (%)")
@@ -84,6 +85,20 @@ def accuracy_figure(df, path: Path, title: str) -> Path | None:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _shade_tail(ax, df) -> None:
+    """Shade the updates whose evaluations the tables average (eval.tail > 1), so a reader sees which
+    points the tables' values are the mean of."""
+    if "eval_tail" not in df.columns:
+        return
+    ev = df[(df["split"] == "eval") & (df["metric"] == "avg@k")]
+    tail = int(ev["eval_tail"].max()) if len(ev) else 1
+    if tail <= 1:
+        return
+    updates = sorted(set(ev["update"]))[-tail:]
+    ax.axvspan(updates[0], updates[-1], color="0.5", alpha=0.12, lw=0,
+               label=f"tables: mean of these {tail} evaluations")
 
 
 def diagnostics_figure(df, family: str, path: Path, title: str) -> Path | None:
