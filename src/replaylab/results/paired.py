@@ -137,9 +137,10 @@ def control_rows(df, runs, reference: str, metrics, benches, block, level, power
     At a fixed `update` the control reads the table's way too: the reference's single evaluation there
     minus its evaluation nearest to half of it."""
     ev = df[(df["split"] == "eval") & (df["strategy"] == reference) & df["metric"].isin(list(metrics))]
-    finished = set(runs.index[(runs["strategy"] == reference) & (runs["status"] == "done")])
-    ev = ev[ev["run"].isin(finished)]
-    if update != "final":
+    if update == "final":
+        finished = set(runs.index[(runs["strategy"] == reference) & (runs["status"] == "done")])
+        ev = ev[ev["run"].isin(finished)]
+    else:  # as the table: every run that reached the update, finished or not
         reached = set(ev.loc[ev["update"] == int(update), "run"])
         ev = ev[ev["run"].isin(reached) & (ev["update"] <= int(update))].assign(eval_tail=1)
     configs = [c for c in default_by(runs[runs["strategy"] == reference], block) if c != "strategy"]
