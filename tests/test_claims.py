@@ -187,6 +187,25 @@ def test_a_sweep_whose_control_fails_is_marked_in_the_summary(tmp_path, monkeypa
     assert any("new beats current" in line and "NOT detected" in line for line in summary.splitlines())
 
 
+def test_a_stale_run_of_an_older_commit_beside_its_cell_is_named_and_nothing_is_written(tmp_path, monkeypatch, capsys):
+    """A sweep re-run after a config change leaves the old runs beside the new ones (other config hashes,
+    other code versions): the report must not average or pick one silently; it names both and says so."""
+    from replaylab.results import tiny_claims
+
+    base = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31]]
+    records = runs({"current": base, "new": [[0.3, 0.4, 0.45]] * 3})
+    stale = [{**r, "run": r["run"] + "-old", "config_hash": "old", "versions": "replaylab_code=older"}
+             for r in records if r["strategy"] == "current" and r["order"] == 0]
+    write_sweep(tmp_path / "runs" / "demo", records + stale)
+    monkeypatch.setattr(tiny_claims, "CLAIMS", (Claim("Demo", "new beats current", "demo", (higher("final"),)),))
+    monkeypatch.setattr(tiny_claims, "CONTROLS", {"demo": "current"})
+    out = tmp_path / "claims.md"
+    assert main(["claims", str(tmp_path / "runs"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "grpo-current-tiny-0-old" in err and "grpo-current-tiny-0 " in err and "move the stale one out" in err
+    assert not out.exists()
+
+
 def test_a_reference_in_several_configurations_gets_one_control_each(tmp_path, monkeypatch):
     """The budget axes run the reference in several queries x samples cells per budget: each cell gets
     its own control (pooling them pairs one order with several values), and the summary counts the

@@ -120,11 +120,27 @@ def arm_values(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> pd.Se
         picked = last.assign(value=last[column])
     else:
         raise ValueError(f"arm_values does not compute {check.measure!r}")
-    values = picked.drop_duplicates("run", keep="last").set_index(PAIR)["value"].astype(float)
+    picked = picked.drop_duplicates("run", keep="last")
+    values = picked.set_index(PAIR)["value"].astype(float)
     if values.index.has_duplicates:
-        raise ValueError(f"claim check {check.label!r}: arm {dict(spec)} matches several runs per (order, seed); "
-                         "add identity filters to tell them apart")
+        raise ValueError(f"claim check {check.label!r}: arm {dict(spec)} matches several runs per (order, seed): "
+                         f"{_twins(runs, picked)}")
     return values
+
+
+def _twins(rows: pd.DataFrame, picked: pd.DataFrame) -> str:
+    """Name two runs that share an (order, seed) and say how they differ: in an identity column (the
+    claim needs a filter), or only in code and config hash (one is a stale run of an older commit)."""
+    from replaylab.results.aggregation import NOT_IDENTITY, run_index
+
+    a, b = picked[picked.duplicated(PAIR, keep=False)]["run"].iloc[:2]
+    first = run_index(rows)
+    differ = [c for c in first.columns if c not in NOT_IDENTITY and str(first.at[a, c]) != str(first.at[b, c])]
+    if differ:
+        return f"runs {a} and {b} differ in {differ}; add identity filters to the claim to tell them apart"
+    return (f"runs {a} ({first.at[a, 'versions']}) and {b} ({first.at[b, 'versions']}) are the same cell with "
+            "different config hashes (a run from an older commit or config left in the sweep's directory): move "
+            "the stale one out")
 
 
 def _eval_curves(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> dict[tuple, pd.Series]:

@@ -166,7 +166,11 @@ def cmd_claims(args: argparse.Namespace) -> int:
             frames[sweep] = load_experiment(root / sweep)
         except NoRowsError:
             print(f"replaylab claims: no runs under {root / sweep}; its claims are reported as not run", file=sys.stderr)
-    records = evaluate_claims(frames, CLAIMS)
+    try:
+        records = evaluate_claims(frames, CLAIMS)
+    except (ValueError, KeyError) as e:  # runs a claim cannot pair (stale twins, a missing column): say which
+        print(f"replaylab claims: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     # no figure for a claim none of whose checks has a pair (its arm was not run)
     figures = {i: claim_figure(r, out.parent / f"{out.stem}_{i + 1:02d}.png") for i, r in enumerate(records)
