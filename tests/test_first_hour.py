@@ -130,6 +130,35 @@ def test_a_presets_label_names_its_run_directory_and_its_plan_row():
     assert total == "4 cells, 0 done"
 
 
+def test_plan_names_a_stale_twin_of_a_cell_left_beside_the_sweep(tmp_path):
+    """A sweep re-run after a config change leaves the old run directories beside the new ones; tables
+    and claims over the directory would meet both. The plan says which cell each one duplicates."""
+    import contextlib
+    import io
+
+    from omegaconf import OmegaConf
+
+    from replaylab.cli.plan import main, plan
+
+    args = ["+sweep=tiny_repo", "order=0", f"output_root={tmp_path}"]
+    cells = plan(args)
+    experiment = Path(cells[1]["run_dir"]).parent
+    # the repo cell under an older learning rate, and another sweep's cell (order 7) of the same experiment
+    stale = compose(["trainer=grpo", "teacher=none", "+sweep=tiny_repo", "strategy=repo", "order=0", "trainer.lr=7e-5"])
+    other = compose(["trainer=grpo", "teacher=none", "+sweep=tiny_repo", "strategy=repo", "order=7"])
+    for name, cfg in (("grpo-repo-" + "0" * 16, stale), ("grpo-repo-" + "1" * 16, other)):
+        (experiment / name).mkdir(parents=True)
+        OmegaConf.save(cfg, experiment / name / "config.yaml")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(args) == 0
+    lines = printed.getvalue().splitlines()
+    assert [ln.split()[:4] for ln in lines if ln.startswith("stale:")] == [
+        ["stale:", str(experiment / ("grpo-repo-" + "0" * 16)), "is", "cell"]]
+    assert "cell #1 under another config hash" in printed.getvalue()
+    assert lines[-1].startswith("1 other run directories beside these cells belong to no cell of this plan")
+
+
 def test_plan_behaves_like_hydra():
     helped = cli("-m", "replaylab.plan", "--help")
     assert helped.returncode == 0 and helped.stdout.startswith("usage: python -m replaylab.plan")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -67,13 +68,42 @@ def plan(overrides: list[str]) -> list[dict]:
             except ConfigError as e:
                 raise ConfigError(f"cell {' '.join(cell)}: {e}") from e
             path = run_dir(cfg)
-            cells.append({
+            cells.append({"identity": cell_identity(cfg),
                 "strategy": cfg.strategy.get("label") or cfg.strategy.name, "model": cfg.model.name_or_path,
                 "teacher": cfg.teacher.name_or_path if cfg.trainer.kind == "opd" else "-",
                 "budget": cfg.budget.name, "max_response_tokens": cfg.budget.max_response_tokens,
                 "order": cfg.order, "updates": cfg.budget.max_updates, "done": is_done(path), "run_dir": str(path),
             })
     return cells
+
+
+def cell_identity(cfg) -> tuple:
+    """What makes two runs the same cell of a table: a table or claim pairs runs by these, so two run
+    directories with one identity and different config hashes are read as one cell run twice."""
+    return (cfg.trainer.kind, cfg.strategy.get("label") or cfg.strategy.name, cfg.model.name_or_path,
+            cfg.teacher.name_or_path if cfg.trainer.kind == "opd" else "-", cfg.budget.name, cfg.order, cfg.trainer.seed)
+
+
+def strangers(cells: list[dict]) -> list[tuple[str, int | None]]:
+    """Run directories beside the plan's cells (in their experiment directories) that are no cell of
+    this plan, each with the index of the plan cell it duplicates under another config hash (a run of an
+    older commit or config: tables and claims over the directory would meet both), or None (another
+    sweep of the same experiment, e.g. an extension)."""
+    from omegaconf import OmegaConf
+
+    mine = {c["run_dir"] for c in cells}
+    by_identity = {c["identity"]: i for i, c in enumerate(cells)}
+    out = []
+    for root in sorted({str(Path(c["run_dir"]).parent) for c in cells}):
+        for path in sorted(Path(root).glob("*-*")) if Path(root).is_dir() else []:
+            if str(path) in mine or not (path / "config.yaml").is_file():
+                continue
+            try:
+                twin = by_identity.get(cell_identity(OmegaConf.load(path / "config.yaml")))
+            except Exception:  # an unreadable or foreign config is no cell of this plan
+                twin = None
+            out.append((str(path), twin))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
              "done" if c["done"] else "todo", c["run_dir"]] for i, c in enumerate(cells)]
     print(tabulate(rows, headers=COLUMNS, tablefmt="plain", disable_numparse=True))
     print(f"{len(cells)} cells, {sum(c['done'] for c in cells)} done")
+    others = strangers(cells)
+    twins = [(path, i) for path, i in others if i is not None]
+    for path, i in twins:
+        print(f"stale: {path} is cell #{i} under another config hash (an older commit or config); tables and "
+              "claims over this directory would meet both: move it out")
+    if len(others) > len(twins):
+        print(f"{len(others) - len(twins)} other run directories beside these cells belong to no cell of this plan "
+              "(another sweep of the same experiment, e.g. an extension)")
     return 0
 
 

@@ -140,7 +140,7 @@ def _twins(rows: pd.DataFrame, picked: pd.DataFrame) -> str:
         return f"runs {a} and {b} differ in {differ}; add identity filters to the claim to tell them apart"
     return (f"runs {a} ({first.at[a, 'versions']}) and {b} ({first.at[b, 'versions']}) are the same cell with "
             "different config hashes (a run from an older commit or config left in the sweep's directory): move "
-            "the stale one out")
+            "the stale one out (`python -m replaylab.plan +sweep=NAME` names every such run)")
 
 
 def _eval_curves(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> dict[tuple, pd.Series]:
