@@ -204,6 +204,14 @@ def test_a_stale_run_of_an_older_commit_beside_its_cell_is_named_and_nothing_is_
     err = capsys.readouterr().err
     assert "grpo-current-tiny-0-old" in err and "grpo-current-tiny-0 " in err and "move the stale one out" in err
     assert not out.exists()
+    # the table says the same, and tells a run of another seed (a real difference) apart from a stale twin
+    from replaylab.results.aggregation import build_table
+
+    with pytest.raises(ValueError, match="same cell under two config hashes.*replaylab_code=older"):
+        build_table(tidy_frame(records + stale))
+    other_seed = [{**r, "seed": 1} for r in stale]
+    with pytest.raises(ValueError, match=r"they differ in \['seed'\]"):
+        build_table(tidy_frame(records + other_seed))
 
 
 def test_a_reference_in_several_configurations_gets_one_control_each(tmp_path, monkeypatch):

@@ -134,10 +134,15 @@ def _check_replicates(runs: pd.DataFrame, keys: list[str]) -> None:
             a, b = group.iloc[0], group.iloc[1]
             diff = [c for c in runs.columns if c not in NOT_IDENTITY and c not in keys
                     and (pd.isna(a[c]) != pd.isna(b[c]) or (not pd.isna(a[c]) and a[c] != b[c]))]
-            raise ValueError(
-                f"runs {a['run']} and {b['run']} share row keys {dict(zip(keys, (a[k] for k in keys)))} and order "
-                f"{a['order']}: they differ in {diff or 'seed or nothing recorded'}; add the varying column to --by "
-                "instead of averaging different configs as data orders")
+            if "seed" in runs.columns and str(a["seed"]) != str(b["seed"]):
+                diff.append("seed")
+            where = (f"they differ in {diff}; add the varying column to --by instead of averaging different "
+                     "configs as data orders") if diff else (
+                "they are the same cell under two config hashes (a run of an older commit or config left beside "
+                f"the new one; versions {a.get('versions')!r} and {b.get('versions')!r}): move the stale one out "
+                "(`python -m replaylab.plan +sweep=NAME` names every such run)")
+            raise ValueError(f"runs {a['run']} and {b['run']} share row keys {dict(zip(keys, (a[k] for k in keys)))} "
+                             f"and order {a['order']}: {where}")
 
 
 def _ledger_means(chosen: pd.DataFrame) -> dict[str, float]:
