@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -194,15 +195,18 @@ def test_a_stale_run_of_an_older_commit_beside_its_cell_is_named_and_nothing_is_
 
     base = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31]]
     records = runs({"current": base, "new": [[0.3, 0.4, 0.45]] * 3})
-    stale = [{**r, "run": r["run"] + "-old", "config_hash": "old", "versions": "replaylab_code=older"}
-             for r in records if r["strategy"] == "current" and r["order"] == 0]
+    stale = [{**r, "run": r["run"].replace("tiny-", "tiny-old-"), "config_hash": "old", "versions": "replaylab_code=older"}
+             for r in records if r["strategy"] == "current" and r["order"] in (0, 1)]
     write_sweep(tmp_path / "runs" / "demo", records + stale)
     monkeypatch.setattr(tiny_claims, "CLAIMS", (Claim("Demo", "new beats current", "demo", (higher("final"),)),))
     monkeypatch.setattr(tiny_claims, "CONTROLS", {"demo": "current"})
     out = tmp_path / "claims.md"
     assert main(["claims", str(tmp_path / "runs"), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "grpo-current-tiny-0-old" in err and "grpo-current-tiny-0 " in err and "move the stale one out" in err
+    # two stale orders: the two runs named are one (order, seed)'s, not any two with a duplicated pair
+    named = re.findall(r": runs (\S+) \([^)]*\) and (\S+) \(", err)
+    assert named in ([("grpo-current-tiny-0", "grpo-current-tiny-old-0")], [("grpo-current-tiny-1", "grpo-current-tiny-old-1")])
+    assert "move the stale one out" in err
     assert not out.exists()
     # the table says the same, and tells a run of another seed (a real difference) apart from a stale twin
     from replaylab.results.aggregation import build_table

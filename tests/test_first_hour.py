@@ -146,17 +146,29 @@ def test_plan_names_a_stale_twin_of_a_cell_left_beside_the_sweep(tmp_path):
     # the repo cell under an older learning rate, and another sweep's cell (order 7) of the same experiment
     stale = compose(["trainer=grpo", "teacher=none", "+sweep=tiny_repo", "strategy=repo", "order=0", "trainer.lr=7e-5"])
     other = compose(["trainer=grpo", "teacher=none", "+sweep=tiny_repo", "strategy=repo", "order=7"])
-    for name, cfg in (("grpo-repo-" + "0" * 16, stale), ("grpo-repo-" + "1" * 16, other)):
+    # and a cell of another batch shape (a budget-axes-like sweep): a table keeps it apart, so no twin either
+    shape = compose(["trainer=grpo", "teacher=none", "+sweep=tiny_repo", "strategy=repo", "order=0",
+                     "trainer.prompts_per_iteration=16"])
+    for name, cfg in (("grpo-repo-" + "0" * 16, stale), ("grpo-repo-" + "1" * 16, other), ("grpo-repo-" + "2" * 16, shape)):
         (experiment / name).mkdir(parents=True)
         OmegaConf.save(cfg, experiment / name / "config.yaml")
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert main(args) == 0
-    lines = printed.getvalue().splitlines()
-    assert [ln.split()[:4] for ln in lines if ln.startswith("stale:")] == [
-        ["stale:", str(experiment / ("grpo-repo-" + "0" * 16)), "is", "cell"]]
-    assert "cell #1 under another config hash" in printed.getvalue()
-    assert lines[-1].startswith("1 other run directories beside these cells belong to no cell of this plan")
+    def listed() -> list[str]:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main(args) == 0
+        return printed.getvalue().splitlines()
+
+    stale_dir = str(experiment / ("grpo-repo-" + "0" * 16))
+    # the cell itself was not run here: the other run is its run under another config, not a stale twin
+    lines = listed()
+    assert not [ln for ln in lines if ln.startswith("stale:")]
+    assert [ln.split()[:5] for ln in lines if ln.startswith("elsewhere:")] == [["elsewhere:", stale_dir, "is", "cell", "#1"]]
+    assert lines[-1].startswith("2 other run directories beside these cells belong to no cell of this plan")
+    # once the cell's own run directory is there too, tables would meet both: a stale twin
+    Path(cells[1]["run_dir"]).mkdir()
+    lines = listed()
+    assert [ln.split()[:5] for ln in lines if ln.startswith("stale:")] == [["stale:", stale_dir, "is", "cell", "#1"]]
+    assert not [ln for ln in lines if ln.startswith("elsewhere:")]
 
 
 def test_plan_behaves_like_hydra():

@@ -77,22 +77,28 @@ def plan(overrides: list[str]) -> list[dict]:
     return cells
 
 
-def cell_identity(cfg) -> tuple:
-    """What makes two runs the same cell of a table: a table or claim pairs runs by these, so two run
-    directories with one identity and different config hashes are read as one cell run twice."""
-    return (cfg.trainer.kind, cfg.strategy.get("label") or cfg.strategy.name, cfg.model.name_or_path,
-            cfg.teacher.name_or_path if cfg.trainer.kind == "opd" else "-", cfg.budget.name, cfg.order, cfg.trainer.seed)
+def cell_identity(config) -> tuple:
+    """What makes two runs the same cell of a table: the identity columns their rows carry
+    (`results.frame.IDENTITY_FROM_CONFIG`: strategy, budget, order, seed, batch shape, eval tail, ...),
+    by which tables and claims group and pair runs."""
+    from omegaconf import OmegaConf
+
+    from replaylab.results.frame import identity_from_config
+
+    container = OmegaConf.to_container(config, resolve=True) if OmegaConf.is_config(config) else config
+    return tuple(sorted((k, str(v)) for k, v in identity_from_config(container).items()))
 
 
 def strangers(cells: list[dict]) -> list[tuple[str, int | None]]:
     """Run directories beside the plan's cells (in their experiment directories) that are no cell of
-    this plan, each with the index of the plan cell it duplicates under another config hash (a run of an
-    older commit or config: tables and claims over the directory would meet both), or None (another
-    sweep of the same experiment, e.g. an extension)."""
+    this plan, each with the index of the plan cell whose identity it has under another config hash,
+    or None (another sweep of the same experiment, e.g. an extension)."""
     from omegaconf import OmegaConf
 
     mine = {c["run_dir"] for c in cells}
-    by_identity = {c["identity"]: i for i, c in enumerate(cells)}
+    by_identity: dict[tuple, int] = {}
+    for i, c in enumerate(cells):
+        by_identity.setdefault(c["identity"], i)
     out = []
     for root in sorted({str(Path(c["run_dir"]).parent) for c in cells}):
         for path in sorted(Path(root).glob("*-*")) if Path(root).is_dir() else []:
@@ -104,6 +110,24 @@ def strangers(cells: list[dict]) -> list[tuple[str, int | None]]:
                 twin = None
             out.append((str(path), twin))
     return out
+
+
+def report_strangers(cells: list[dict]) -> None:
+    others = strangers(cells)
+    for path, i in others:
+        if i is None:
+            continue
+        if Path(cells[i]["run_dir"]).is_dir():
+            print(f"stale: {path} is cell #{i} under another config hash, beside the cell's own run directory "
+                  "(an older commit's or config's run): tables and claims over this directory would meet both: move it out")
+        else:
+            print(f"elsewhere: {path} is cell #{i} under another config hash: this plan's overrides differ from that "
+                  "run's (launcher=parallel, for one, sets trainer.threads=1), or it is an older commit's run; "
+                  "running this plan would add the cell beside it")
+    rest = sum(i is None for _, i in others)
+    if rest:
+        print(f"{rest} other run directories beside these cells belong to no cell of this plan "
+              "(another sweep of the same experiment, e.g. an extension)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,14 +146,7 @@ def main(argv: list[str] | None = None) -> int:
              "done" if c["done"] else "todo", c["run_dir"]] for i, c in enumerate(cells)]
     print(tabulate(rows, headers=COLUMNS, tablefmt="plain", disable_numparse=True))
     print(f"{len(cells)} cells, {sum(c['done'] for c in cells)} done")
-    others = strangers(cells)
-    twins = [(path, i) for path, i in others if i is not None]
-    for path, i in twins:
-        print(f"stale: {path} is cell #{i} under another config hash (an older commit or config); tables and "
-              "claims over this directory would meet both: move it out")
-    if len(others) > len(twins):
-        print(f"{len(others) - len(twins)} other run directories beside these cells belong to no cell of this plan "
-              "(another sweep of the same experiment, e.g. an extension)")
+    report_strangers(cells)
     return 0
 
 

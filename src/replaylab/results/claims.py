@@ -133,7 +133,8 @@ def _twins(rows: pd.DataFrame, picked: pd.DataFrame) -> str:
     claim needs a filter), or only in code and config hash (one is a stale run of an older commit)."""
     from replaylab.results.aggregation import NOT_IDENTITY, run_index
 
-    a, b = picked[picked.duplicated(PAIR, keep=False)]["run"].iloc[:2]
+    twins = picked[picked.duplicated(PAIR, keep=False)].sort_values(PAIR)  # runs of one (order, seed) next to each other
+    a, b = twins["run"].iloc[:2]
     first = run_index(rows)
     differ = [c for c in first.columns if c not in NOT_IDENTITY and str(first.at[a, c]) != str(first.at[b, c])]
     if differ:
