@@ -109,6 +109,11 @@ def test_runs_short_of_their_tail_are_left_out_and_a_mixed_sweep_is_refused():
     gap = [{**r, "value": math.nan} if (r["run"], r["update"]) == ("opd-ropd-1", 110) else r for r in rows(CURVES, 3, UPDATES)]
     chosen, left_out = final_eval(tidy_frame(gap))
     assert set(left_out) == {"opd-ropd-1"} and "opd-ropd-1" not in set(chosen["run"])
+    # an evaluation missing from a run's rows altogether: update 80 would slip into its last three
+    gone = [r for r in rows(CURVES, 3, UPDATES) if (r["run"], r["update"]) != ("opd-ropd-1", 110)]
+    chosen, left_out = final_eval(tidy_frame(gone))
+    assert set(left_out) == {"opd-ropd-1"} and "updates [80, 100, 120], most runs' at [100, 110, 120]" in left_out["opd-ropd-1"]
+    assert len(chosen) == 5
 
 
 def test_the_control_reads_learning_from_below_the_tail():

@@ -93,10 +93,23 @@ def final_eval(ev: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     short = {run: (f"{part['benchmark'].iloc[0]} {part['metric'].iloc[0]}: {int(count[part.index[0]])} evaluation(s) "
                    f"in its last {int(per_run[run])}, but eval_tail={int(per_run[run])} averages that many")
              for run, part in gaps.groupby("run")}
+    short.update(_odd_windows(window[~window["run"].isin(set(short))]))
     window = window[~window["run"].isin(set(short))]
     mean = window.groupby(cell, dropna=False)["value"].transform("mean")
     window = window.assign(value=mean)
     return window[window["update"] == window.groupby("run")["update"].transform("max")], short
+
+
+def _odd_windows(window: pd.DataFrame) -> dict[str, str]:
+    """Runs whose tail window lies at other updates than that of most runs ending at the same update:
+    a tail evaluation missing from a run's rows altogether lets an earlier one slip into its last N."""
+    spans = window.groupby("run")["update"].agg(lambda u: tuple(sorted(set(u))))
+    odd = {}
+    for _, group in spans.groupby(spans.map(lambda t: t[-1])):
+        common = group.value_counts().idxmax()
+        odd.update({run: f"its last {len(span)} evaluations are at updates {list(span)}, most runs' at {list(common)} "
+                         "(an evaluation missing from its rows)" for run, span in group.items() if span != common})
+    return odd
 
 
 def _select_eval(df: pd.DataFrame, runs: pd.DataFrame, update: str | int) -> tuple[pd.DataFrame, dict[str, str]]:
