@@ -17,7 +17,8 @@ from test_paired import T_975_2
 
 
 def test_a_run_ends_with_its_tail_evaluations_and_rows_say_how_many(run_train):
-    _, run_dir = run_train(["budget.max_updates=8", "trainer.eval_every=4", "eval.tail=3", "eval.tail_every=2"])
+    # trainer.eval_every=8 evaluates only at the end: updates 4 and 6 can come from the tail alone
+    _, run_dir = run_train(["budget.max_updates=8", "trainer.eval_every=8", "eval.tail=3", "eval.tail_every=2"])
     rows = load_rows(run_dir)
     assert sorted({r["update"] for r in rows if r["split"] == "eval"}) == [0, 4, 6, 8]
     assert {r["eval_tail"] for r in rows} == {3}
@@ -81,6 +82,14 @@ def test_at_a_fixed_update_the_strategies_and_the_control_read_that_single_evalu
     [control] = table[table["strategy"].str.startswith("control")].to_dict("records")
     assert control["strategy"] == "control: current at update 120 - update 40"
     assert control["diff"] == pytest.approx(100 * sum(c[-1] - c[1] for c in CURVES["current"]) / 3)
+    # a reference run that stopped after update 100 (unfinished) still counts at update 100, as in the table
+    stopped = [{**r, "status": "failed/running"} for r in rows(CURVES, 3, UPDATES)
+               if not (r["run"] == "opd-current-2" and r["update"] > 100)]
+    others = [r for r in rows(CURVES, 3, UPDATES) if r["run"] != "opd-current-2"]
+    [control] = [r for r in paired_table(tidy_frame(others + [r for r in stopped if r["run"] == "opd-current-2"]),
+                                         "current", update=100).to_dict("records") if r["strategy"].startswith("control")]
+    assert control["n_pairs"] == 3
+    assert control["diff"] == pytest.approx(100 * sum(c[3] - c[1] for c in CURVES["current"]) / 3)
     # at update 100 (inside the tail) the control's earlier point is the evaluation nearest below 50
     [control] = [r for r in paired_table(tidy_frame(rows(CURVES, tail=3, updates=UPDATES)), "current", update=100)
                  .to_dict("records") if r["strategy"].startswith("control")]
