@@ -142,6 +142,16 @@ def test_cli_reads_a_csv_export(experiment, tmp_path, capsys):
     assert (tmp_path / "tables" / "table_avg_at_k.csv").exists()
 
 
+def test_a_csv_export_of_tail_runs_is_refused_naming_the_sources_that_work(tmp_path):
+    """A runs-table export holds one value per metric: it cannot give a tail run's final value (the mean
+    over its last eval.tail evaluations), and must not pass its last point off as one."""
+    path = tmp_path / "tail.csv"
+    pd.DataFrame({"Name": ["a"], "strategy.name": ["current"], "eval.tail": [5], "order": [0],
+                  "eval/tiny8/mean/avg@k": [0.5]}).to_csv(path, index=False)
+    with pytest.raises(ValueError, match="eval.tail=5.*wandb-offline:DIR"):
+        load_wandb_csv(path)
+
+
 def test_csv_without_name_column_is_a_clear_error(tmp_path):
     path = tmp_path / "bad.csv"
     pd.DataFrame({"x": [1]}).to_csv(path, index=False)

@@ -107,6 +107,11 @@ def rows_from_wandb_csv(frame: pd.DataFrame, source: str = "wandb export") -> pd
         records += rows or [placeholder_row(identity, status)]
     if not records:
         raise NoRowsError(f"{source}: no rows found (the export has no runs)")
+    tailed = next((r for r in records if (r.get("eval_tail") or 1) > 1), None)
+    if tailed is not None:  # the export's one value per metric cannot give the mean over a run's last evaluations
+        raise ValueError(f"{source}: run {tailed['run']} ends with eval.tail={tailed['eval_tail']} evaluations whose mean "
+                         "is its final value, but a runs-table export holds only its last one: read the runs with "
+                         "wandb:ENTITY/PROJECT, wandb-offline:DIR or from their run directories")
     return tidy_frame(records)
 
 
