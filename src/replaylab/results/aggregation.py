@@ -140,22 +140,33 @@ def _select_eval(df: pd.DataFrame, runs: pd.DataFrame, update: str | int) -> tup
 
 def _check_replicates(runs: pd.DataFrame, keys: list[str]) -> None:
     """Two runs with the same row keys and data order are different configs: refuse to average them."""
-    import pandas as pd
-
     for _, group in runs.groupby(keys + ["order"], dropna=False):
         if len(group) > 1:
             a, b = group.iloc[0], group.iloc[1]
-            diff = [c for c in runs.columns if c not in NOT_IDENTITY and c not in keys
-                    and (pd.isna(a[c]) != pd.isna(b[c]) or (not pd.isna(a[c]) and a[c] != b[c]))]
+            diff = identity_difference(a, b, [c for c in runs.columns if c not in keys])
             if "seed" in runs.columns and str(a["seed"]) != str(b["seed"]):
                 diff.append("seed")
-            where = (f"they differ in {diff}; add the varying column to --by instead of averaging different "
-                     "configs as data orders") if diff else (
-                "they are the same cell under two config hashes (a run of an older commit or config left beside "
-                f"the new one; versions {a.get('versions')!r} and {b.get('versions')!r}): move the stale one out "
-                "(`python -m replaylab.plan +sweep=NAME` names every such run)")
+            if not diff:
+                raise ValueError(stale_twin(a, b))
             raise ValueError(f"runs {a['run']} and {b['run']} share row keys {dict(zip(keys, (a[k] for k in keys)))} "
-                             f"and order {a['order']}: {where}")
+                             f"and order {a['order']}: they differ in {diff}; add the varying column to --by instead "
+                             "of averaging different configs as data orders")
+
+
+def identity_difference(a: pd.Series, b: pd.Series, columns) -> list[str]:
+    """The identity columns (of `columns`) in which two runs' index rows differ."""
+    import pandas as pd
+
+    return [c for c in columns if c not in NOT_IDENTITY
+            and (pd.isna(a[c]) != pd.isna(b[c]) or (not pd.isna(a[c]) and a[c] != b[c]))]
+
+
+def stale_twin(a: pd.Series, b: pd.Series) -> str:
+    """Why two runs with one identity but different config hashes cannot both be read, and what to do."""
+    return (f"runs {a['run']} (config {a.get('config_hash')}) and {b['run']} (config {b.get('config_hash')}) are the "
+            f"same cell under two config hashes, of versions {a.get('versions')!r} and {b.get('versions')!r} (a run of "
+            "an older commit or config left beside the new one): move the stale one out "
+            "(`python -m replaylab.plan +sweep=NAME` names every such run)")
 
 
 def _ledger_means(chosen: pd.DataFrame) -> dict[str, float]:

@@ -131,17 +131,15 @@ def arm_values(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> pd.Se
 def _twins(rows: pd.DataFrame, picked: pd.DataFrame) -> str:
     """Name two runs that share an (order, seed) and say how they differ: in an identity column (the
     claim needs a filter), or only in code and config hash (one is a stale run of an older commit)."""
-    from replaylab.results.aggregation import NOT_IDENTITY, run_index
+    from replaylab.results.aggregation import identity_difference, run_index, stale_twin
 
     twins = picked[picked.duplicated(PAIR, keep=False)].sort_values(PAIR)  # runs of one (order, seed) next to each other
     a, b = twins["run"].iloc[:2]
     first = run_index(rows)
-    differ = [c for c in first.columns if c not in NOT_IDENTITY and str(first.at[a, c]) != str(first.at[b, c])]
+    differ = identity_difference(first.loc[a], first.loc[b], first.columns)
     if differ:
         return f"runs {a} and {b} differ in {differ}; add identity filters to the claim to tell them apart"
-    return (f"runs {a} ({first.at[a, 'versions']}) and {b} ({first.at[b, 'versions']}) are the same cell with "
-            "different config hashes (a run from an older commit or config left in the sweep's directory): move "
-            "the stale one out (`python -m replaylab.plan +sweep=NAME` names every such run)")
+    return stale_twin(first.loc[a], first.loc[b])
 
 
 def _eval_curves(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> dict[tuple, pd.Series]:
