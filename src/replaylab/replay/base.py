@@ -155,6 +155,15 @@ class ReplayStrategy:
     def load_state_dict(self, state: dict) -> None:
         pass
 
+    def current_prefix(self) -> tuple[int, dict[str, float]]:
+        """(K, metrics): for its first K updates this strategy trains exactly as `current` does (it plans
+        the next prompts of the data order as fresh ones, draws nothing from `ctx.rng`, asks for no
+        initial rollouts, trains at one backward per update and its `state_dict()` stays as built), and
+        each of those iterations writes these constant strategy rows. A run of it may then start from
+        the checkpoint of the same config's `current` run at update <= K (training/branch.py). (0, {}):
+        no such prefix."""
+        return 0, {}
+
 
 def run_prompts(stream: PromptStream, ctx: StepContext) -> list[Prompt]:
     """Every distinct prompt the rest of the run will draw (ceil(updates left / updates per

@@ -44,6 +44,9 @@ class FixedSchedule(ReplayStrategy):
               f"{s.current_updates} updates is not a whole number of iterations of {per} updates "
               "(trainer.minibatches x trainer.resample_period), so the switch could not land on it")
 
+    def current_prefix(self) -> tuple[int, dict[str, float]]:
+        return self.cfg.current_updates, {"phase_replay": 0.0}  # what plan() writes before the switch
+
     def plan(self, ctx: StepContext) -> Plan:
         prompts = ctx.stream.take(ctx.prompts_per_iteration)
         if ctx.update < self.cfg.current_updates:

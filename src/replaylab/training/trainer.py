@@ -22,6 +22,7 @@ from replaylab.replay.base import StepContext, UpdateStats
 from replaylab.results.report import eval_line
 from replaylab.results.rows import RowWriter
 from replaylab.storage import CorruptCheckpoint
+from replaylab.training.branch import Branch, branch_state
 from replaylab.training.budget import Ledger
 from replaylab.training.components import Components, derived_seed
 from replaylab.training.components import TrainingDiverged  # noqa: F401  (re-exported: callers catch it from here)
@@ -73,6 +74,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         self.objective = comp.objective
         self.scorers = Scorers(comp.teacher, comp.grader, comp.tokenizer)
         self.probe: ProbeSet | None = None
+        self.branched_from = ""  # "<donor run>@<update>" when this process started from a current run's checkpoint
         # Gradient groups cost extra backward passes; only strategies that read them get them.
         self.stat_groups = t.stat_groups if comp.strategy.reads_gradients else 1
 
@@ -159,8 +161,23 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
             return False
         return not (b.max_trajectories and self.ledger.trajectories >= b.max_trajectories)
 
-    def run(self) -> dict:
-        resumed = self.resume()
+    def start_from(self, branch: Branch) -> bool:
+        """Take the donor's state at the branch point (training/branch.py); False if it cannot serve."""
+        found = branch_state(branch, self.rows.identity, self.c.strategy.state_dict())
+        if found is None:
+            return False
+        state, rows = found
+        self.rows.restore(state["rows"], state["rows_text"], rebuild=True)  # the run directory has no rows yet
+        self.load_state_dict(state)
+        for mirror in self.rows.mirrors:
+            mirror.log_rows(rows)
+        self.branched_from = f"{branch.donor.name}@{branch.update}"
+        log.info("replaylab: branched from %s at update %d (the strategy's first updates are current's)", branch.donor, branch.update)
+        return True
+
+    def run(self, branch: Branch | None = None) -> dict:
+        """Train to the budget: from this run's own checkpoint, else from `branch`, else from the start."""
+        resumed = self.resume() or (branch is not None and self.start_from(branch))
         self.ledger.start_clock()
         if not resumed:
             self.rows.truncate(0)
@@ -185,6 +202,8 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
             self.run_eval()
         self.checkpoint()
         summary = {"update": self.update, "iteration": self.iteration, **self.ledger.summary()}
+        if self.branched_from:
+            summary["branched_from"] = self.branched_from
         if D.is_main():
             self.rows.verify()  # a run is marked done only if its rows are whole
             mark_done(self.run_dir, summary)
