@@ -71,3 +71,24 @@ def test_a_donor_written_by_other_code_is_not_branched_from(run_train, tmp_path,
     summary, path = run_train(["strategy=fixed_schedule", *SCHEDULE], tmp_path / "runs")
     assert "branched_from" not in summary and len(iterations) == 6
     assert {r["versions"] for r in load_rows(path)} == {"replaylab_code=another"}
+
+
+def test_plan_says_where_a_cell_branches_from(tmp_path):
+    import contextlib
+    import io
+
+    from replaylab.cli.plan import main
+
+    def branch_lines(*extra: str) -> list[str]:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main(["+sweep=tiny_ropd", "budget=tinylong_long", "order=0", f"output_root={tmp_path}", *extra]) == 0
+        return [line for line in printed.getvalue().splitlines() if line.startswith("branch:")]
+
+    assert branch_lines() == ["branch: cell #3 (fixed_schedule) starts from cell #0 at update 80"]
+    assert branch_lines("strategy=fixed_schedule_80_40,current") == [
+        "branch: cell #0 (fixed_schedule) comes before its donor, cell #1, in the sweep: put current first on the "
+        "strategy axis, or it trains from update 0"]
+    [pruned] = branch_lines("trainer.keep_checkpoints=1")
+    assert pruned.startswith("branch: cell #3 (fixed_schedule) trains from update 0: its current donor (cell #0) keeps "
+                             "no checkpoint at or before update 80")

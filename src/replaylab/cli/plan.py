@@ -64,7 +64,7 @@ def plan(overrides: list[str]) -> list[dict]:
         for cell in cells_overrides:
             cfg = compose(config_name="config", overrides=fixed + cell)
             try:
-                to_object(cfg)  # every cell passes the run's config checks, or the listing fails naming the key
+                obj = to_object(cfg)  # every cell passes the run's config checks, or the listing fails naming the key
             except ConfigError as e:
                 raise ConfigError(f"cell {' '.join(cell)}: {e}") from e
             path = run_dir(cfg)
@@ -73,8 +73,49 @@ def plan(overrides: list[str]) -> list[dict]:
                 "teacher": cfg.teacher.name_or_path if cfg.trainer.kind == "opd" else "-",
                 "budget": cfg.budget.name, "max_response_tokens": cfg.budget.max_response_tokens,
                 "order": cfg.order, "updates": cfg.budget.max_updates, "done": is_done(path), "run_dir": str(path),
+                "branch": branch_point(cfg, obj),
             })
     return cells
+
+
+def branch_point(cfg, obj) -> dict | None:
+    """Where a cell may start from instead of update 0 (training/branch.py): its `current` donor's run
+    directory, the donor's last checkpoint at or before the strategy's current prefix, and whether the
+    donor keeps that checkpoint (a finished donor: whether it is on disk)."""
+    from replaylab.replay.base import build_strategy
+    from replaylab.training.branch import donor_dir
+
+    prefix, _ = build_strategy(obj.strategy).current_prefix()
+    t, end = obj.trainer, obj.budget.max_updates
+    if prefix <= 0 or not obj.branch or t.distributed != "none":
+        return None
+    at = prefix // t.checkpoint_every * t.checkpoint_every if t.checkpoint_every else 0
+    later = end // t.checkpoint_every - at // t.checkpoint_every + (end % t.checkpoint_every != 0) if at else 0
+    donor = donor_dir(cfg)
+    kept = (donor / "checkpoints" / f"update_{at:07d}.pt").is_file() if is_done(donor) else 0 < at and later < t.keep_checkpoints
+    return {"donor": str(donor), "update": at, "prefix": prefix, "kept": kept}
+
+
+def report_branches(cells: list[dict]) -> None:
+    """One line per cell still to run that may branch: from which cell and update, or why it will not."""
+    index = {c["run_dir"]: i for i, c in enumerate(cells)}
+    for i, c in enumerate(cells):
+        b = c["branch"]
+        if not b or c["done"]:
+            continue
+        j = index.get(b["donor"])
+        donor = f"cell #{j}" if j is not None else b["donor"]
+        head = f"branch: cell #{i} ({c['strategy']})"
+        if not b["kept"]:
+            print(f"{head} trains from update 0: its current donor ({donor}) keeps no checkpoint at or before update "
+                  f"{b['prefix']} (trainer.checkpoint_every, trainer.keep_checkpoints)")
+        elif j is None and not is_done(Path(b["donor"])):
+            print(f"{head} trains from update 0 unless {donor} (its config with strategy=current) runs first")
+        elif j is not None and j > i:
+            print(f"{head} comes before its donor, cell #{j}, in the sweep: put current first on the strategy axis, "
+                  "or it trains from update 0")
+        else:
+            print(f"{head} starts from {donor} at update {b['update']}")
 
 
 def cell_identity(config) -> tuple:
@@ -147,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     print(tabulate(rows, headers=COLUMNS, tablefmt="plain", disable_numparse=True))
     print(f"{len(cells)} cells, {sum(c['done'] for c in cells)} done")
     report_strangers(cells)
+    report_branches(cells)
     return 0
 
 
