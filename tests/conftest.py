@@ -78,3 +78,10 @@ def load_rows(run_dir: Path) -> list[dict]:
     from replaylab.results.rows import read_rows
 
     return read_rows(run_dir / "rows.jsonl")
+
+
+def comparable(rows: list[dict]) -> list[dict]:
+    """Rows without their wall-clock fields (the tokens_per_s rows, the ledger's seconds): what two runs
+    of one config and seed must write identically, interrupted, resumed or branched."""
+    return [{k: v for k, v in r.items() if not k.startswith(("ledger_wall_time", "ledger_seconds_"))}
+            for r in rows if r["metric"] != "tokens_per_s"]

@@ -3,25 +3,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from conftest import load_rows
+from conftest import comparable, load_rows
 from replaylab.training.trainer import Trainer
 
 # 4 current-policy updates, then 2 of initial-policy replay; the current run keeps its checkpoints at 2, 4, 6.
 SCHEDULE = ["strategy.current_updates=4", "strategy.replay_updates=2", "budget.max_updates=6", "trainer.eval_every=2",
             "trainer.checkpoint_every=2", "trainer.keep_checkpoints=3"]
-
-
-def comparable(rows: list[dict]) -> list[dict]:
-    """Rows without their wall-clock fields (seconds, tokens per second): everything else must be equal."""
-    out = []
-    for r in rows:
-        r = {k: v for k, v in r.items() if k != "ledger_wall_time" and not k.startswith("ledger_seconds_")}
-        if r["metric"] == "tokens_per_s":
-            r["value"] = None
-        out.append(r)
-    return out
 
 
 @pytest.fixture
@@ -38,21 +29,53 @@ def iterations(monkeypatch):
     return calls
 
 
-def test_branched_run_writes_the_rows_of_a_run_from_the_start(run_train, tmp_path, iterations):
-    whole, whole_dir = run_train(["strategy=fixed_schedule", "branch=false", *SCHEDULE], tmp_path / "whole")
+@pytest.mark.parametrize("every, at", [(2, 4), (3, 3)])  # the donor's checkpoint at the switch, or before it
+def test_branched_run_writes_the_rows_of_a_run_from_the_start(run_train, tmp_path, iterations, every, at):
+    schedule = [*SCHEDULE, f"trainer.checkpoint_every={every}"]
+    whole, whole_dir = run_train(["strategy=fixed_schedule", "branch=false", *schedule], tmp_path / "whole")
     assert len(iterations) == 6 and "branched_from" not in whole
     iterations.clear()
-    _, donor = run_train(["strategy=current", *SCHEDULE[2:]], tmp_path / "branched")
+    _, donor = run_train(["strategy=current", *schedule[2:]], tmp_path / "branched")
     iterations.clear()
-    branched, branched_dir = run_train(["strategy=fixed_schedule", *SCHEDULE], tmp_path / "branched")
+    branched, branched_dir = run_train(["strategy=fixed_schedule", *schedule], tmp_path / "branched")
     assert branched_dir.name == whole_dir.name  # `branch` is not part of the config hash
-    assert branched["branched_from"] == f"{donor.name}@4"
-    assert iterations == [4, 5]  # only the replay phase was trained here
+    assert branched["branched_from"] == f"{donor.name}@{at}"
+    assert iterations == list(range(at, 6))  # only the updates after the branch point were trained here
     rows, expected = load_rows(branched_dir), load_rows(whole_dir)
-    assert [r["split"] for r in rows if r["update"] <= 4].count("strategy") == 4  # phase_replay 0 of updates 1-4
+    assert [r["split"] for r in rows if r["update"] <= at].count("strategy") == at  # phase_replay 0 of updates 1..at
     assert comparable(rows) == comparable(expected)
     counts = {k: v for k, v in whole.items() if k not in ("wall_time",) and not k.startswith("seconds_")}
     assert {k: branched[k] for k in counts} == counts
+
+
+def test_a_branched_run_killed_and_resumed_is_the_same_run(run_train, tmp_path, monkeypatch):
+    """Killed after its own first checkpoint (update 6), it resumes from that one, not from the donor,
+    writes the same rows as an uninterrupted branched run, and still names its donor."""
+    import shutil
+
+    longer = ["strategy.current_updates=4", "strategy.replay_updates=4", "budget.max_updates=8",
+              "trainer.checkpoint_every=2", "trainer.keep_checkpoints=4"]
+    _, donor = run_train(["strategy=current", *longer[2:]], tmp_path / "runs")
+    uninterrupted, whole = run_train(["strategy=fixed_schedule", *longer], tmp_path / "runs")
+    shutil.copytree(donor, tmp_path / "again" / donor.parent.name / donor.name)  # the same donor beside the rerun
+    real, trained = Trainer.run_iteration, []
+
+    def dies_at_7(self):
+        if self.update == 7:
+            raise KeyboardInterrupt
+        trained.append(self.update)
+        return real(self)
+
+    monkeypatch.setattr(Trainer, "run_iteration", dies_at_7)
+    with pytest.raises(KeyboardInterrupt):
+        run_train(["strategy=fixed_schedule", *longer], tmp_path / "again")
+    assert trained == [4, 5, 6]
+    trained.clear()
+    monkeypatch.setattr(Trainer, "run_iteration", lambda self: trained.append(self.update) or real(self))
+    resumed, path = run_train(["strategy=fixed_schedule", *longer], tmp_path / "again")
+    assert trained == [6, 7]  # from its own checkpoint at update 6
+    assert resumed["branched_from"] == uninterrupted["branched_from"] == f"{donor.name}@4"
+    assert comparable(load_rows(path)) == comparable(load_rows(whole))
 
 
 def test_without_a_donor_checkpoint_at_the_branch_point_the_run_starts_over(run_train, tmp_path, iterations):
@@ -73,22 +96,52 @@ def test_a_donor_written_by_other_code_is_not_branched_from(run_train, tmp_path,
     assert {r["versions"] for r in load_rows(path)} == {"replaylab_code=another"}
 
 
+def test_checkpoints_fall_where_the_plan_expects_them(run_train, tmp_path):
+    """The plan's arithmetic (runs.checkpoint_updates) against a real run whose iterations take 2 updates."""
+    from replaylab.training.runs import checkpoint_updates
+
+    _, path = run_train(["trainer.minibatches=2", "budget.max_updates=10", "trainer.checkpoint_every=3",
+                         "trainer.keep_checkpoints=10"], tmp_path / "runs")
+    written = sorted(int(p.stem.split("_")[1]) for p in (path / "checkpoints").glob("update_*.pt"))
+    assert written == checkpoint_updates(3, 2, 10) == [4, 6, 10]
+
+
 def test_plan_says_where_a_cell_branches_from(tmp_path):
     import contextlib
     import io
 
-    from replaylab.cli.plan import main
+    from replaylab.cli.plan import main, plan
+
+    args = ["+sweep=tiny_ropd", "budget=tinylong_long", "order=0", f"output_root={tmp_path}"]
 
     def branch_lines(*extra: str) -> list[str]:
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            assert main(["+sweep=tiny_ropd", "budget=tinylong_long", "order=0", f"output_root={tmp_path}", *extra]) == 0
+            assert main([*args, *extra]) == 0
         return [line for line in printed.getvalue().splitlines() if line.startswith("branch:")]
 
-    assert branch_lines() == ["branch: cell #3 (fixed_schedule) starts from cell #0 at update 80"]
+    starts = "branch: cell #3 (fixed_schedule) starts from cell #0 at update {} (once the donor has written it; else " \
+             "from an earlier checkpoint or update 0)"
+    assert branch_lines() == [starts.format(80)]
+    # iterations of 4 updates: the trainer checkpoints at 28, 52, 76, 100, 120 for checkpoint_every=25
+    assert branch_lines("trainer.minibatches=4", "trainer.checkpoint_every=25", "eval.tail_every=4") == [starts.format(76)]
     assert branch_lines("strategy=fixed_schedule_80_40,current") == [
         "branch: cell #0 (fixed_schedule) comes before its donor, cell #1, in the sweep: put current first on the "
         "strategy axis, or it trains from update 0"]
+    [together] = branch_lines("launcher=parallel", "hydra.launcher.n_jobs=4")
+    assert together.startswith("branch: cell #3 (fixed_schedule) may start while its donor, cell #0, runs (4 cells at once)")
+    no_checkpoint = ("branch: cell #3 (fixed_schedule) trains from update 0: its current donor (cell #0) keeps no "
+                     "checkpoint at or before update 80")
+    [pruned] = branch_lines("trainer.keep_checkpoints=2")  # the donor keeps 80 and 120
+    assert pruned == starts.format(80)
     [pruned] = branch_lines("trainer.keep_checkpoints=1")
-    assert pruned.startswith("branch: cell #3 (fixed_schedule) trains from update 0: its current donor (cell #0) keeps "
-                             "no checkpoint at or before update 80")
+    assert pruned.startswith(no_checkpoint)
+    # a finished donor: what is on its disk decides
+    donor = Path(plan(args)[0]["run_dir"])
+    (donor / "checkpoints").mkdir(parents=True)
+    (donor / "done.json").write_text("{}")
+    (donor / "checkpoints" / "update_0000120.pt").write_bytes(b"")
+    [line] = branch_lines()
+    assert line.startswith(no_checkpoint)
+    (donor / "checkpoints" / "update_0000040.pt").write_bytes(b"")
+    assert branch_lines() == [starts.format(40)]

@@ -8,7 +8,7 @@ import io
 import pytest
 import torch
 
-from conftest import load_rows
+from conftest import comparable, load_rows
 from replaylab.replay.buffer import PromptBuffer
 from replaylab.types import Prompt, Sample
 
@@ -35,12 +35,6 @@ def token_rewards(monkeypatch, modulus: int) -> None:
 
 class SimulatedKill(Exception):
     pass
-
-
-def comparable(rows: list[dict]) -> list[dict]:
-    """Rows without wall-clock fields."""
-    return [{k: v for k, v in r.items() if not k.startswith(("ledger_wall_time", "ledger_seconds_"))}
-            for r in rows if r["metric"] != "tokens_per_s"]
 
 
 def assert_resume_reproduces(run_train, monkeypatch, tmp_path, overrides: list[str]) -> None:

@@ -11,19 +11,8 @@ import time
 
 import pytest
 
-from conftest import FAST_RUN, MICRO_WORLD, load_rows
+from conftest import FAST_RUN, MICRO_WORLD, comparable, load_rows
 from replaylab.training.trainer import TrainingDiverged
-
-TIMING_KEYS = ("ledger_wall_time", "ledger_seconds_")
-
-
-def comparable(rows):
-    out = []
-    for r in rows:
-        if r["metric"] == "tokens_per_s":
-            continue
-        out.append({k: v for k, v in r.items() if not k.startswith(TIMING_KEYS)})
-    return out
 
 
 def train_cmd(root, extra):

@@ -91,9 +91,9 @@ def test_reopd_teacher_scores_suffix_in_prefix_context(run_train, monkeypatch):
     captured = {}
     real = Trainer.run
 
-    def keep_teacher(self):
+    def keep_teacher(self, *args, **kwargs):
         captured["teacher"] = self.c.teacher.distribution_model()
-        return real(self)
+        return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Trainer, "run", keep_teacher)
     run_train(OPD + ["strategy=reopd", "budget.max_updates=1"])

@@ -11,6 +11,7 @@ whether it is done, and its run directory. Nothing is loaded.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from pathlib import Path
 
@@ -60,6 +61,9 @@ def plan(overrides: list[str]) -> list[dict]:
         plain = [o for o in overrides if not parser.parse_override(o).is_sweep_override()]
         base = compose(config_name="config", overrides=plain, return_hydra_config=True)
         fixed, cells_overrides = grid(dict(base.hydra.sweeper.params or {}), overrides)
+        # cells the launcher runs at once (joblib's n_jobs; -1: one per core; a cluster's array: assume all)
+        jobs = base.hydra.launcher.get("n_jobs") or base.hydra.launcher.get("array_parallelism") or 1
+        jobs = os.cpu_count() or 1 if jobs == -1 else int(jobs)
         cells = []
         for cell in cells_overrides:
             cfg = compose(config_name="config", overrides=fixed + cell)
@@ -73,30 +77,34 @@ def plan(overrides: list[str]) -> list[dict]:
                 "teacher": cfg.teacher.name_or_path if cfg.trainer.kind == "opd" else "-",
                 "budget": cfg.budget.name, "max_response_tokens": cfg.budget.max_response_tokens,
                 "order": cfg.order, "updates": cfg.budget.max_updates, "done": is_done(path), "run_dir": str(path),
-                "branch": branch_point(cfg, obj),
+                "branch": branch_point(cfg, obj), "jobs": jobs,
             })
     return cells
 
 
 def branch_point(cfg, obj) -> dict | None:
     """Where a cell may start from instead of update 0 (training/branch.py): its `current` donor's run
-    directory, the donor's last checkpoint at or before the strategy's current prefix, and whether the
-    donor keeps that checkpoint (a finished donor: whether it is on disk)."""
+    directory and the donor's last checkpoint at or before the strategy's current prefix, if the donor
+    keeps it (a finished donor: if it is on disk)."""
     from replaylab.replay.base import build_strategy
-    from replaylab.training.branch import donor_dir
+    from replaylab.training.branch import donor_checkpoints, donor_dir
+    from replaylab.training.runs import checkpoint_updates
 
     prefix, _ = build_strategy(obj.strategy).current_prefix()
-    t, end = obj.trainer, obj.budget.max_updates
+    t = obj.trainer
     if prefix <= 0 or not obj.branch or t.distributed != "none":
         return None
-    at = prefix // t.checkpoint_every * t.checkpoint_every if t.checkpoint_every else 0
-    later = end // t.checkpoint_every - at // t.checkpoint_every + (end % t.checkpoint_every != 0) if at else 0
     donor = donor_dir(cfg)
-    kept = (donor / "checkpoints" / f"update_{at:07d}.pt").is_file() if is_done(donor) else 0 < at and later < t.keep_checkpoints
-    return {"donor": str(donor), "update": at, "prefix": prefix, "kept": kept}
+    if is_done(donor):
+        found = donor_checkpoints(donor, prefix)
+        return {"donor": str(donor), "prefix": prefix, "update": found[-1][0] if found else None}
+    written = checkpoint_updates(t.checkpoint_every, t.updates_per_iteration, obj.budget.max_updates)
+    at = [u for u in written if u <= prefix]
+    kept = bool(at) and len(written) - len(at) < t.keep_checkpoints  # prune keeps the newest keep_checkpoints
+    return {"donor": str(donor), "prefix": prefix, "update": at[-1] if kept else None}
 
 
-def report_branches(cells: list[dict]) -> None:
+def report_branches(cells: list[dict], jobs: int) -> None:
     """One line per cell still to run that may branch: from which cell and update, or why it will not."""
     index = {c["run_dir"]: i for i, c in enumerate(cells)}
     for i, c in enumerate(cells):
@@ -106,7 +114,7 @@ def report_branches(cells: list[dict]) -> None:
         j = index.get(b["donor"])
         donor = f"cell #{j}" if j is not None else b["donor"]
         head = f"branch: cell #{i} ({c['strategy']})"
-        if not b["kept"]:
+        if b["update"] is None:
             print(f"{head} trains from update 0: its current donor ({donor}) keeps no checkpoint at or before update "
                   f"{b['prefix']} (trainer.checkpoint_every, trainer.keep_checkpoints)")
         elif j is None and not is_done(Path(b["donor"])):
@@ -114,8 +122,12 @@ def report_branches(cells: list[dict]) -> None:
         elif j is not None and j > i:
             print(f"{head} comes before its donor, cell #{j}, in the sweep: put current first on the strategy axis, "
                   "or it trains from update 0")
+        elif j is not None and i - j < jobs:
+            print(f"{head} may start while its donor, cell #{j}, runs ({jobs} cells at once): it starts from the donor's "
+                  f"last checkpoint at or before update {b['prefix']} written by then, or from update 0")
         else:
-            print(f"{head} starts from {donor} at update {b['update']}")
+            print(f"{head} starts from {donor} at update {b['update']} (once the donor has written it; else from "
+                  "an earlier checkpoint or update 0)")
 
 
 def cell_identity(config) -> tuple:
@@ -188,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     print(tabulate(rows, headers=COLUMNS, tablefmt="plain", disable_numparse=True))
     print(f"{len(cells)} cells, {sum(c['done'] for c in cells)} done")
     report_strangers(cells)
-    report_branches(cells)
+    report_branches(cells, cells[0]["jobs"] if cells else 1)
     return 0
 
 

@@ -10,7 +10,9 @@ then 20 of replay" is run at scale: continue the 40-update checkpoint.
 It does so when `branch` is on (the default; it is not part of the config hash: the numbers are the
 same), the run has no checkpoint of its own, the donor's checkpoint is on disk (its sweep keeps it:
 `trainer.checkpoint_every`, `trainer.keep_checkpoints`) and its rows were written by the same code and
-libraries (the rows' `versions`). Otherwise the run trains from the start. The branched run's rows up
+libraries (the rows' `versions`; like a resume, it trusts the donor to have run on a machine that
+computes as this one does: thread count and device are in the hash, the CPU model is not). Otherwise the
+run trains from the start. The branched run's rows up
 to the branch point are the donor's with this run's identity, plus the strategy's own constant rows of
 those iterations; its ledger carries the donor's counts and seconds for them (the compute the result
 embodies). tests/test_branch.py checks, through real runs, that a branched run writes the rows of one
@@ -21,18 +23,16 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from replaylab.replay.base import STRATEGIES
 from replaylab.storage import CorruptCheckpoint, UnsafeCheckpoint
 from replaylab.training.runs import CHECKPOINT_NAME, load_checkpoint, run_dir
 
 log = logging.getLogger(__name__)
-
-DONOR_STRATEGY = {"name": "current", "label": ""}  # the resolved `strategy=current` node
-
 
 @dataclass(frozen=True)
 class Branch:
@@ -43,26 +43,32 @@ class Branch:
 
 
 def donor_dir(cfg: DictConfig) -> Path:
-    """The run directory of this config with `strategy=current`."""
+    """The run directory of this config with `strategy=current` (its config dataclass's defaults)."""
     d = OmegaConf.to_container(cfg, resolve=True)
-    d["strategy"] = dict(DONOR_STRATEGY)
+    d["strategy"] = asdict(STRATEGIES["current"].Config())
     return run_dir(OmegaConf.create(d))
+
+
+def donor_checkpoints(donor: Path, prefix: int) -> list[tuple[int, Path]]:
+    """(update, file) of the donor's single-file checkpoints at updates <= prefix, in update order."""
+    found = [(int(p.stem.split("_")[1]), p) for p in (donor / "checkpoints").glob("update_*.pt")
+             if CHECKPOINT_NAME.fullmatch(p.name) and p.is_file()]
+    return sorted((u, p) for u, p in found if u <= prefix)
 
 
 def find_branch(cfg: DictConfig, strategy) -> Branch | None:
     """The donor checkpoint this run may start from, or None (train from the start)."""
+    from replaylab import parallel as D
+
     prefix, metrics = strategy.current_prefix()
-    if not cfg.get("branch", True) or prefix <= 0 or cfg.trainer.distributed != "none":
+    if not cfg.get("branch", True) or prefix <= 0 or cfg.trainer.distributed != "none" or D.world_size() != 1:
         return None
     donor = donor_dir(cfg)
-    found = []
-    for p in (donor / "checkpoints").glob("update_*.pt"):
-        if CHECKPOINT_NAME.fullmatch(p.name) and p.is_file() and int(p.stem.split("_")[1]) <= prefix:
-            found.append((int(p.stem.split("_")[1]), p))
+    found = donor_checkpoints(donor, prefix)
     if not found:
         log.info("replaylab: no checkpoint of %s at or before update %d to branch from; training from the start", donor, prefix)
         return None
-    update, path = max(found)
+    update, path = found[-1]
     return Branch(donor, path, update, dict(metrics))
 
 

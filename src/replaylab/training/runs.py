@@ -68,6 +68,18 @@ class UnsafePointer(ValueError):
 CHECKPOINT_NAME = re.compile(r"update_\d{7}(\.pt)?")  # a file (one process) or a directory (sharded)
 
 
+def checkpoint_due(every: int, before: int, after: int) -> bool:
+    """Whether an iteration that took the run from update `before` to `after` ends with a checkpoint
+    (`trainer.checkpoint_every`; the trainer also checkpoints at the end of the run)."""
+    return bool(every) and after // every > before // every
+
+
+def checkpoint_updates(every: int, per_iteration: int, end: int) -> list[int]:
+    """The updates a run of `end` updates, `per_iteration` per iteration, leaves checkpoints at."""
+    due = [u for u in range(per_iteration, end + 1, per_iteration) if checkpoint_due(every, u - per_iteration, u)]
+    return due if due and due[-1] == end else due + [end]
+
+
 def save_checkpoint(path: Path, update: int, state: dict, keep: int) -> Path:
     """Write `state` as checkpoint `update`, atomically; keep the last `keep` checkpoints."""
     ckpt_root = path / "checkpoints"

@@ -36,6 +36,7 @@ from replaylab.training.rollouts import RolloutsMixin
 from replaylab.training.schedule import build_scheduler
 from replaylab.training.runs import (
     checkpoint_candidates,
+    checkpoint_due,
     load_checkpoint,
     mark_done,
     prune_checkpoints,
@@ -74,7 +75,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         self.objective = comp.objective
         self.scorers = Scorers(comp.teacher, comp.grader, comp.tokenizer)
         self.probe: ProbeSet | None = None
-        self.branched_from = ""  # "<donor run>@<update>" when this process started from a current run's checkpoint
+        self.branched_from = ""  # "<donor run>@<update>" when the run started from a current run's checkpoint
         # Gradient groups cost extra backward passes; only strategies that read them get them.
         self.stat_groups = t.stat_groups if comp.strategy.reads_gradients else 1
 
@@ -89,6 +90,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
             "iteration": self.iteration,
             "update": self.update, "last_eval": self.last_eval, "torch_rng": torch.get_rng_state(),
             "world_size": D.world_size(), "probe": self.probe.state_dict() if self.probe else None,
+            "branched_from": self.branched_from,
         }
         if weights:
             state.update(policy=self.c.policy.state_dict(), optimizer=self.opt.state_dict())
@@ -106,6 +108,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         self.ledger.compute = self.compute  # derived from the models, not part of the state
         self.rows.restore(s["rows"], s.get("rows_text"), rebuild=self.cfg.resume_rows == "rebuild")
         self.iteration, self.update, self.last_eval = s["iteration"], s["update"], s["last_eval"]
+        self.branched_from = s.get("branched_from", "")
         torch.set_rng_state(s["torch_rng"])
         if s.get("probe") is not None:
             self.probe = ProbeSet.from_state(s["probe"], self.c.stream.prompts)
@@ -195,7 +198,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
             bar.update(start_update, self.update, metrics)
             if (t.eval_every and self.update // t.eval_every > self.last_eval // t.eval_every) or self.tail_due():
                 self.run_eval()
-            if t.checkpoint_every and self.update // t.checkpoint_every > start_update // t.checkpoint_every:
+            if checkpoint_due(t.checkpoint_every, start_update, self.update):
                 self.checkpoint()
         bar.close()
         if self.last_eval != self.update:
