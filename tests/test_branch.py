@@ -48,6 +48,23 @@ def test_branched_run_writes_the_rows_of_a_run_from_the_start(run_train, tmp_pat
     assert {k: branched[k] for k in counts} == counts
 
 
+@pytest.mark.parametrize("strategy", ["current", "fixed_schedule"])
+def test_runs_branch_from_recent_which_cannot_branch_itself(run_train, tmp_path, iterations, strategy):
+    """recent trains as current for its first updates and lends that checkpoint (its own strategy rows
+    left out); it cannot start from another run, since it stores the rollouts it will replay."""
+    recent = ["strategy=recent", "strategy.window=2", *SCHEDULE[:1], *SCHEDULE[2:]]
+    mine = [f"strategy={strategy}", *(SCHEDULE if strategy == "fixed_schedule" else SCHEDULE[2:])]
+    whole, whole_dir = run_train([*mine, "branch=false"], tmp_path / "whole")
+    _, donor = run_train(recent, tmp_path / "branched")
+    iterations.clear()
+    branched, path = run_train(mine, tmp_path / "branched")
+    assert branched["branched_from"] == f"{donor.name}@4" and iterations == [4, 5]
+    assert comparable(load_rows(path)) == comparable(load_rows(whole_dir))
+    iterations.clear()
+    again, _ = run_train(recent, tmp_path / "again")  # beside the finished branched run: recent trains it all
+    assert "branched_from" not in again and len(iterations) == 6
+
+
 def test_a_branched_run_killed_and_resumed_is_the_same_run(run_train, tmp_path, monkeypatch):
     """Killed after its own first checkpoint (update 6), it resumes from that one, not from the donor,
     writes the same rows as an uninterrupted branched run, and still names its donor."""
@@ -120,28 +137,35 @@ def test_plan_says_where_a_cell_branches_from(tmp_path):
             assert main([*args, *extra]) == 0
         return [line for line in printed.getvalue().splitlines() if line.startswith("branch:")]
 
-    starts = "branch: cell #3 (fixed_schedule) starts from cell #0 at update {} (once the donor has written it; else " \
+    # cells: 0 recent, 1 current, 2 fixed_schedule, 3 initial, 4 ropd (recent lends; initial and ropd have no prefix)
+    starts = "branch: cell #{} ({}) starts from cell #0 (recent) at update {} (once the donor has written it; else " \
              "from an earlier checkpoint or update 0)"
-    assert branch_lines() == [starts.format(80)]
+    assert branch_lines() == [starts.format(1, "current", 80), starts.format(2, "fixed_schedule", 80)]
     # iterations of 4 updates: the trainer checkpoints at 28, 52, 76, 100, 120 for checkpoint_every=25
-    assert branch_lines("trainer.minibatches=4", "trainer.checkpoint_every=25", "eval.tail_every=4") == [starts.format(76)]
+    assert branch_lines("trainer.minibatches=4", "trainer.checkpoint_every=25", "trainer.keep_checkpoints=3",
+                        "eval.tail_every=4") == [starts.format(1, "current", 76), starts.format(2, "fixed_schedule", 76)]
     assert branch_lines("strategy=fixed_schedule_80_40,current") == [
-        "branch: cell #0 (fixed_schedule) comes before its donor, cell #1, in the sweep: put current first on the "
-        "strategy axis, or it trains from update 0"]
-    [together] = branch_lines("launcher=parallel", "hydra.launcher.n_jobs=4")
-    assert together.startswith("branch: cell #3 (fixed_schedule) may start while its donor, cell #0, runs (4 cells at once)")
-    no_checkpoint = ("branch: cell #3 (fixed_schedule) trains from update 0: its current donor (cell #0) keeps no "
-                     "checkpoint at or before update 80")
-    [pruned] = branch_lines("trainer.keep_checkpoints=2")  # the donor keeps 80 and 120
-    assert pruned == starts.format(80)
-    [pruned] = branch_lines("trainer.keep_checkpoints=1")
-    assert pruned.startswith(no_checkpoint)
+        "branch: cell #0 (fixed_schedule) trains from update 0: the first of its siblings in the sweep (cells #1 may "
+        "start from it)",
+        "branch: cell #1 (current) starts from cell #0 (fixed_schedule) at update 80 (once the donor has written it; "
+        "else from an earlier checkpoint or update 0)"]
+    assert branch_lines("strategy=fixed_schedule_80_40") == [
+        "branch: cell #0 (fixed_schedule) trains from update 0: no run of its config under another strategy with a "
+        "current-policy prefix (current, fixed_schedule, recent) is planned or done"]
+    [together, _] = branch_lines("launcher=parallel", "hydra.launcher.n_jobs=4")
+    assert together.startswith("branch: cell #1 (current) may start while its donor, cell #0 (recent), runs (4 cells "
+                               "at once)")
+    no_checkpoint = ("branch: cell #{} ({}) trains from update 0: its donor (cell #0 (recent)) keeps no checkpoint "
+                     "within the first 80 updates")
+    [current, fixed] = branch_lines("trainer.keep_checkpoints=1")
+    assert current.startswith(no_checkpoint.format(1, "current")) and fixed.startswith(no_checkpoint.format(2, "fixed_schedule"))
     # a finished donor: what is on its disk decides
     donor = Path(plan(args)[0]["run_dir"])
     (donor / "checkpoints").mkdir(parents=True)
     (donor / "done.json").write_text("{}")
     (donor / "checkpoints" / "update_0000120.pt").write_bytes(b"")
-    [line] = branch_lines()
-    assert line.startswith(no_checkpoint)
+    from_current = starts.format(2, "fixed_schedule", 80).replace("cell #0 (recent)", "cell #1 (current)")
+    [current, fixed] = branch_lines()
+    assert current.startswith(no_checkpoint.format(1, "current")) and fixed == from_current  # current will keep 80
     (donor / "checkpoints" / "update_0000040.pt").write_bytes(b"")
-    assert branch_lines() == [starts.format(40)]
+    assert branch_lines() == [starts.format(1, "current", 40), from_current]

@@ -77,54 +77,85 @@ def plan(overrides: list[str]) -> list[dict]:
                 "teacher": cfg.teacher.name_or_path if cfg.trainer.kind == "opd" else "-",
                 "budget": cfg.budget.name, "max_response_tokens": cfg.budget.max_response_tokens,
                 "order": cfg.order, "updates": cfg.budget.max_updates, "done": is_done(path), "run_dir": str(path),
-                "branch": branch_point(cfg, obj), "jobs": jobs,
+                "branch": branch_facts(cfg, obj, path), "jobs": jobs,
             })
+    assign_donors(cells)
     return cells
 
 
-def branch_point(cfg, obj) -> dict | None:
-    """Where a cell may start from instead of update 0 (training/branch.py): its `current` donor's run
-    directory and the donor's last checkpoint at or before the strategy's current prefix, if the donor
-    keeps it (a finished donor: if it is on disk)."""
-    from replaylab.replay.base import build_strategy
-    from replaylab.training.branch import donor_checkpoints, donor_dir
+def branch_facts(cfg, obj, path: Path) -> dict:
+    """What the plan needs to tell where a cell may start from (training/branch.py): its siblings' key,
+    its current prefix, whether it may start from another run, and the checkpoints it leaves."""
+    from omegaconf import OmegaConf
+
+    from replaylab.training.branch import donors, sibling_key, strategy_prefix
     from replaylab.training.runs import checkpoint_updates
 
-    prefix, _ = build_strategy(obj.strategy).current_prefix()
+    prefix, keeps_state = strategy_prefix(OmegaConf.to_container(cfg.strategy, resolve=True))
     t = obj.trainer
-    if prefix <= 0 or not obj.branch or t.distributed != "none":
-        return None
-    donor = donor_dir(cfg)
-    if is_done(donor):
-        found = donor_checkpoints(donor, prefix)
-        return {"donor": str(donor), "prefix": prefix, "update": found[-1][0] if found else None}
     written = checkpoint_updates(t.checkpoint_every, t.updates_per_iteration, obj.budget.max_updates)
-    at = [u for u in written if u <= prefix]
-    kept = bool(at) and len(written) - len(at) < t.keep_checkpoints  # prune keeps the newest keep_checkpoints
-    return {"donor": str(donor), "prefix": prefix, "update": at[-1] if kept else None}
+    return {"key": sibling_key(cfg), "prefix": prefix, "done_at": None,
+            "may_branch": prefix > 0 and not keeps_state and obj.branch and t.distributed == "none",
+            "kept": written[-t.keep_checkpoints:],  # prune_checkpoints keeps the newest keep_checkpoints
+            "outside": donors(cfg) if prefix > 0 and not is_done(path) else []}  # runs on disk beside it
+
+
+def assign_donors(cells: list[dict]) -> None:
+    """For each cell that may branch: the earlier plan cell (or finished run beside the plan) whose
+    checkpoint it would start from, and at which update: the latest within both prefixes, the earliest
+    cell on ties."""
+    from replaylab.training.branch import donor_checkpoints
+
+    index = {c["run_dir"]: i for i, c in enumerate(cells)}
+    for i, c in enumerate(cells):
+        b = c["branch"]
+        if not b["may_branch"] or c["done"]:
+            continue
+        options = []  # (update, -cell index, donor): cells earlier in the sweep run (or start) first
+        siblings = [j for j, d in enumerate(cells) if j != i and d["branch"]["key"] == b["key"] and d["branch"]["prefix"] > 0]
+        b["later"] = [j for j in siblings if j > i]
+        for j in siblings:
+            d = cells[j]
+            if j > i and not d["done"]:
+                continue
+            within = min(b["prefix"], d["branch"]["prefix"])
+            if d["done"]:
+                ups = [u for u, _ in donor_checkpoints(Path(d["run_dir"]), within)]
+            else:
+                ups = [u for u in d["branch"]["kept"] if u <= within]
+            options.append((ups[-1] if ups else 0, -j, j))
+        for run, prefix in b["outside"]:  # finished runs of the experiment that are no cell of this plan
+            if str(run) not in index and is_done(run):
+                ups = [u for u, _ in donor_checkpoints(run, min(b["prefix"], prefix))]
+                options.append((ups[-1] if ups else 0, -len(cells), str(run)))
+        best = max(options, default=None)
+        b["donor"] = None if best is None else best[2]
+        b["update"] = best[0] if best else 0
 
 
 def report_branches(cells: list[dict], jobs: int) -> None:
     """One line per cell still to run that may branch: from which cell and update, or why it will not."""
-    index = {c["run_dir"]: i for i, c in enumerate(cells)}
     for i, c in enumerate(cells):
         b = c["branch"]
-        if not b or c["done"]:
+        if not b["may_branch"] or c["done"]:
             continue
-        j = index.get(b["donor"])
-        donor = f"cell #{j}" if j is not None else b["donor"]
-        head = f"branch: cell #{i} ({c['strategy']})"
-        if b["update"] is None:
-            print(f"{head} trains from update 0: its current donor ({donor}) keeps no checkpoint at or before update "
-                  f"{b['prefix']} (trainer.checkpoint_every, trainer.keep_checkpoints)")
-        elif j is None and not is_done(Path(b["donor"])):
-            print(f"{head} trains from update 0 unless {donor} (its config with strategy=current) runs first")
-        elif j is not None and j > i:
-            print(f"{head} comes before its donor, cell #{j}, in the sweep: put current first on the strategy axis, "
-                  "or it trains from update 0")
-        elif j is not None and i - j < jobs:
-            print(f"{head} may start while its donor, cell #{j}, runs ({jobs} cells at once): it starts from the donor's "
-                  f"last checkpoint at or before update {b['prefix']} written by then, or from update 0")
+        head, j = f"branch: cell #{i} ({c['strategy']})", b.get("donor")
+        donor = f"cell #{j} ({cells[j]['strategy']})" if isinstance(j, int) else j
+        if j is None and b["later"]:
+            print(f"{head} trains from update 0: the first of its siblings in the sweep (cells "
+                  f"{', '.join(f'#{k}' for k in b['later'])} may start from it)")
+        elif j is None and b["prefix"] < c["updates"]:  # (a whole-run current prefix alone is the plain case)
+            print(f"{head} trains from update 0: no run of its config under another strategy with a current-policy "
+                  "prefix (current, fixed_schedule, recent) is planned or done")
+        elif j is None:
+            continue
+        elif not b["update"]:
+            print(f"{head} trains from update 0: its donor ({donor}) keeps no checkpoint within the first "
+                  f"{min(b['prefix'], cells[j]['branch']['prefix'] if isinstance(j, int) else b['prefix'])} updates "
+                  "(trainer.checkpoint_every, trainer.keep_checkpoints)")
+        elif isinstance(j, int) and i - j < jobs and not cells[j]["done"]:
+            print(f"{head} may start while its donor, {donor}, runs ({jobs} cells at once): it starts from the "
+                  f"donor's last checkpoint at or before update {b['update']} written by then, or from update 0")
         else:
             print(f"{head} starts from {donor} at update {b['update']} (once the donor has written it; else from "
                   "an earlier checkpoint or update 0)")

@@ -120,6 +120,9 @@ class ReplayStrategy:
     initial_from: str = "initial"
     # Rollouts per prompt for `initial_prompts` (None: trainer.samples_per_prompt); ReOPD's pool needs one.
     initial_samples: int | None = None
+    # Whether state of its own builds up during its `current_prefix` (recent's stored rollouts): its runs
+    # can lend their checkpoints to runs that branch, but cannot start from another run's.
+    prefix_state: ClassVar[bool] = False
 
     @classmethod
     def check_config(cls, cfg: Any) -> None:
@@ -158,10 +161,9 @@ class ReplayStrategy:
     def current_prefix(self) -> tuple[int, dict[str, float]]:
         """(K, metrics): for its first K updates this strategy trains exactly as `current` does (it plans
         the next prompts of the data order as fresh ones, draws nothing from `ctx.rng`, asks for no
-        initial rollouts, trains at one backward per update and its `state_dict()` stays as built), and
-        each of those iterations writes these constant strategy rows. A run of it may then start from
-        the checkpoint of the same config's `current` run at update <= K (training/branch.py). (0, {}):
-        no such prefix."""
+        initial rollouts and trains at one backward per update), and each of those iterations writes
+        these constant strategy rows. Runs of one config whose strategies share such a prefix may start
+        from one another's checkpoints within it (training/branch.py). (0, {}): no such prefix."""
         return 0, {}
 
 
@@ -174,6 +176,7 @@ def run_prompts(stream: PromptStream, ctx: StepContext) -> list[Prompt]:
 
 
 STRATEGIES: dict[str, type[ReplayStrategy]] = {}
+WHOLE_RUN = 1 << 62  # a `current_prefix` longer than any budget
 
 
 def register_strategy(cls: type[ReplayStrategy]) -> type[ReplayStrategy]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from replaylab.config_fields import knob
-from replaylab.replay.base import ReplayStrategy, StrategyConfig, register_strategy
+from replaylab.replay.base import WHOLE_RUN, ReplayStrategy, StrategyConfig, register_strategy
 
 
 @dataclass
@@ -18,3 +18,6 @@ class Current(ReplayStrategy):
     name = "current"
     Config = CurrentConfig
     replays = False
+
+    def current_prefix(self) -> tuple[int, dict[str, float]]:
+        return WHOLE_RUN, {}

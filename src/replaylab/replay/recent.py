@@ -37,6 +37,7 @@ class RecentConfig(StrategyConfig):
 class Recent(ReplayStrategy):
     name = "recent"
     Config = RecentConfig
+    prefix_state = True  # the rollouts of the current phase it stores to replay
 
     @classmethod
     def check_config(cls, cfg) -> None:
@@ -54,6 +55,9 @@ class Recent(ReplayStrategy):
         super().__init__(cfg)
         self.store: list[tuple[int, list[Group]]] = []  # (policy version of the rollouts, their groups)
         self.replay_cursor = 0
+
+    def current_prefix(self) -> tuple[int, dict[str, float]]:
+        return self.cfg.current_updates, {}  # its strategy rows vary (window_iterations); it only lends
 
     def plan(self, ctx: StepContext) -> Plan:
         if ctx.update < self.cfg.current_updates or not self.store:

@@ -1,52 +1,85 @@
-"""Starting a run from the `current` run of its config instead of repeating that run's first updates.
+"""Starting a run from another run's checkpoint instead of repeating the updates they share.
 
-A strategy whose first K updates are exactly `current`'s (`ReplayStrategy.current_prefix`: the fixed
-schedule's K current-policy updates before replay) reaches update K in the very state that the
-`current` run of the same config (every key equal but `strategy`) has there: the same weights,
-optimizer moments, data-order position, RNG streams, ledger and rows. So it may start from that run's
-checkpoint at the last checkpointed update <= K, the way a schedule like "40 current-policy updates,
-then 20 of replay" is run at scale: continue the 40-update checkpoint.
+A strategy's `current_prefix()` says for how many updates at the start it trains exactly as `current`
+does: the fixed schedule and `recent` for their K current-policy updates, `current` for its whole run.
+Two runs of one config that differ only in such strategies are the same run up to the shorter prefix:
+the same weights, optimizer moments, data-order position, RNG streams, ledger, evaluations and training
+rows. So a run may start from the checkpoint of such a sibling (a *donor*) at the last checkpointed
+update within both prefixes, the way a schedule like "40 current-policy updates, then 20 of replay" is
+run at scale: continue the 40-update checkpoint. A strategy that builds state of its own during its
+prefix (`prefix_state`: `recent` stores the rollouts it will replay) can lend its checkpoint but not
+start from another's.
 
-It does so when `branch` is on (the default; it is not part of the config hash: the numbers are the
-same), the run has no checkpoint of its own, the donor's checkpoint is on disk (its sweep keeps it:
-`trainer.checkpoint_every`, `trainer.keep_checkpoints`) and its rows were written by the same code and
-libraries (the rows' `versions`; like a resume, it trusts the donor to have run on a machine that
-computes as this one does: thread count and device are in the hash, the CPU model is not). Otherwise the
-run trains from the start. The branched run's rows up
-to the branch point are the donor's with this run's identity, plus the strategy's own constant rows of
-those iterations; its ledger carries the donor's counts and seconds for them (the compute the result
-embodies). tests/test_branch.py checks, through real runs, that a branched run writes the rows of one
-trained from the start (up to wall-clock fields).
+A run branches when `branch` is on (the default; it is not part of the config hash: the numbers are the
+same), it has no checkpoint of its own, a donor's checkpoint is on disk in the same experiment directory
+(the sweep keeps it: `trainer.checkpoint_every`, `trainer.keep_checkpoints`) and the donor's rows were
+written by the same code and libraries (the rows' `versions`; like a resume, it trusts the donor to
+have run on a machine that computes as this one does: thread count and device are in the hash, the CPU
+model is not). Otherwise it trains from the start. Its rows up to the branch point are the donor's
+training, evaluation and probe rows with this run's identity, plus its strategy's own constant rows of
+those iterations (the donor's strategy rows are left out); its ledger carries the donor's counts and
+seconds for them (the compute the result embodies). tests/test_branch.py checks, through real runs,
+that a branched run writes the rows of one trained from the start (up to wall-clock fields).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from replaylab.replay.base import STRATEGIES
 from replaylab.storage import CorruptCheckpoint, UnsafeCheckpoint
-from replaylab.training.runs import CHECKPOINT_NAME, load_checkpoint, run_dir
+from replaylab.training.runs import CHECKPOINT_NAME, load_checkpoint, run_dir, semantic_config
 
 log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Branch:
-    donor: Path  # the `current` run's directory
+    donor: Path  # the run directory whose checkpoint the run starts from
     checkpoint: Path  # its checkpoint at `update`
     update: int
     metrics: dict[str, float]  # the strategy rows each prefix iteration writes
 
 
-def donor_dir(cfg: DictConfig) -> Path:
-    """The run directory of this config with `strategy=current` (its config dataclass's defaults)."""
-    d = OmegaConf.to_container(cfg, resolve=True)
-    d["strategy"] = asdict(STRATEGIES["current"].Config())
-    return run_dir(OmegaConf.create(d))
+def sibling_key(cfg: DictConfig) -> str:
+    """The config without its strategy (and without what the hash leaves out): runs with the same key
+    differ only in strategy."""
+    d = semantic_config(cfg)
+    d.pop("strategy", None)
+    return json.dumps(d, sort_keys=True, default=str)
+
+
+def strategy_prefix(node: dict) -> tuple[int, bool]:
+    """(updates trained exactly as `current`, whether state of its own builds up meanwhile) of a resolved
+    strategy node; (0, True) for one that is not a registered strategy."""
+    cls = STRATEGIES.get(node.get("name")) if isinstance(node, dict) else None
+    if cls is None:
+        return 0, True
+    strategy = cls(cls.Config(**node))
+    return strategy.current_prefix()[0], cls.prefix_state
+
+
+def donors(cfg: DictConfig) -> list[tuple[Path, int]]:
+    """(run directory, current prefix) of every run beside this one whose config differs only in a
+    strategy with a current prefix; `current` runs first."""
+    key, mine, out = sibling_key(cfg), run_dir(cfg), []
+    for path in sorted((Path(cfg.output_root) / cfg.experiment).glob("*/config.yaml")):
+        if path.parent == mine:
+            continue
+        try:
+            other = OmegaConf.load(path)
+            if sibling_key(other) != key:
+                continue
+            prefix, _ = strategy_prefix(OmegaConf.to_container(other.strategy, resolve=True))
+        except Exception:  # an unreadable or foreign config.yaml lends nothing
+            continue
+        if prefix > 0:
+            out.append((path.parent, prefix))
+    return sorted(out, key=lambda d: not d[0].name.startswith(f"{cfg.trainer.kind}-current-"))
 
 
 def donor_checkpoints(donor: Path, prefix: int) -> list[tuple[int, Path]]:
@@ -57,19 +90,22 @@ def donor_checkpoints(donor: Path, prefix: int) -> list[tuple[int, Path]]:
 
 
 def find_branch(cfg: DictConfig, strategy) -> Branch | None:
-    """The donor checkpoint this run may start from, or None (train from the start)."""
+    """The latest donor checkpoint this run may start from, or None (train from the start)."""
     from replaylab import parallel as D
 
     prefix, metrics = strategy.current_prefix()
-    if not cfg.get("branch", True) or prefix <= 0 or cfg.trainer.distributed != "none" or D.world_size() != 1:
+    if (not cfg.get("branch", True) or prefix <= 0 or type(strategy).prefix_state
+            or cfg.trainer.distributed != "none" or D.world_size() != 1):
         return None
-    donor = donor_dir(cfg)
-    found = donor_checkpoints(donor, prefix)
-    if not found:
-        log.info("replaylab: no checkpoint of %s at or before update %d to branch from; training from the start", donor, prefix)
-        return None
-    update, path = found[-1]
-    return Branch(donor, path, update, dict(metrics))
+    best = None
+    for donor, donor_prefix in donors(cfg):
+        found = donor_checkpoints(donor, min(prefix, donor_prefix))
+        if found and (best is None or found[-1][0] > best.update):
+            best = Branch(donor, found[-1][1], found[-1][0], dict(metrics))
+    if best is None:
+        log.info("replaylab: no run of this config under another strategy has a checkpoint within its current-policy "
+                 "prefix; training from the start")
+    return best
 
 
 def branch_state(branch: Branch, identity: dict, strategy_state: dict) -> tuple[dict, list[dict]] | None:
@@ -89,10 +125,8 @@ def branch_state(branch: Branch, identity: dict, strategy_state: dict) -> tuple[
         log.info("replaylab: %s was written by other code or libraries (%s, here %s); training from the start",
                  branch.donor, sorted(map(str, versions)), identity["versions"])
         return None
-    if any(r["split"] == "strategy" for r in donor_rows):  # not a `current` run's rows
-        log.warning("replaylab: %s has strategy rows; not a current run: training from the start", branch.donor)
-        return None
-    rows = with_prefix_rows([{**r, **identity} for r in donor_rows], branch.metrics)
+    # the donor's own strategy rows go; its training, evaluation and probe rows are the current policy's
+    rows = with_prefix_rows([{**r, **identity} for r in donor_rows if r["split"] != "strategy"], branch.metrics)
     state["rows_text"] = "".join(json.dumps(r) + "\n" for r in rows)
     state["rows"] = len(rows)
     state["strategy"] = strategy_state
