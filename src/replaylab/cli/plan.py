@@ -121,8 +121,8 @@ def assign_donors(cells: list[dict]) -> None:
             within = min(b["prefix"], d["branch"]["prefix"])
             if d["done"]:
                 ups = [u for u, _ in donor_checkpoints(Path(d["run_dir"]), within)]
-            else:
-                ups = [u for u in d["branch"]["kept"] if u <= within]
+            else:  # a donor that itself starts at update u writes no checkpoint up to u
+                ups = [u for u in d["branch"]["kept"] if d["branch"].get("update", 0) < u <= within]
             options.append((ups[-1] if ups else 0, -j, j))
         for run, prefix in b["outside"]:  # finished runs of the experiment that are no cell of this plan
             if str(run) not in index and is_done(run):
