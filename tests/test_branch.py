@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -60,16 +61,16 @@ def test_runs_branch_from_recent_which_cannot_branch_itself(run_train, tmp_path,
     branched, path = run_train(mine, tmp_path / "branched")
     assert branched["branched_from"] == f"{donor.name}@4" and iterations == [4, 5]
     assert comparable(load_rows(path)) == comparable(load_rows(whole_dir))
+    # beside a finished run that could lend it update 4 (the unbranched one), recent still trains it all
+    shutil.copytree(whole_dir, tmp_path / "again" / whole_dir.parent.name / whole_dir.name)
     iterations.clear()
-    again, _ = run_train(recent, tmp_path / "again")  # beside the finished branched run: recent trains it all
+    again, _ = run_train(recent, tmp_path / "again")
     assert "branched_from" not in again and len(iterations) == 6
 
 
 def test_a_branched_run_killed_and_resumed_is_the_same_run(run_train, tmp_path, monkeypatch):
     """Killed after its own first checkpoint (update 6), it resumes from that one, not from the donor,
     writes the same rows as an uninterrupted branched run, and still names its donor."""
-    import shutil
-
     longer = ["strategy.current_updates=4", "strategy.replay_updates=4", "budget.max_updates=8",
               "trainer.checkpoint_every=2", "trainer.keep_checkpoints=4"]
     _, donor = run_train(["strategy=current", *longer[2:]], tmp_path / "runs")
@@ -93,6 +94,21 @@ def test_a_branched_run_killed_and_resumed_is_the_same_run(run_train, tmp_path, 
     assert trained == [6, 7]  # from its own checkpoint at update 6
     assert resumed["branched_from"] == uninterrupted["branched_from"] == f"{donor.name}@4"
     assert comparable(load_rows(path)) == comparable(load_rows(whole))
+
+
+def test_a_donor_that_cannot_serve_gives_way_to_the_next(run_train, tmp_path, iterations):
+    """current ranks first among donors at update 4; its checkpoint there is torn, so recent's serves. A
+    broken config.yaml and a run of another data order beside them lend nothing."""
+    _, current = run_train(["strategy=current", *SCHEDULE[2:]], tmp_path / "runs")
+    _, recent = run_train(["strategy=recent", "strategy.window=2", *SCHEDULE[:1], *SCHEDULE[2:]], tmp_path / "runs")
+    run_train(["strategy=current", "order=1", *SCHEDULE[2:]], tmp_path / "runs")
+    (current / "checkpoints" / "update_0000004.pt").write_bytes(b"torn")
+    broken = current.parent / "opd-current-ffffffffffffffff"
+    (broken / "checkpoints").mkdir(parents=True)
+    (broken / "config.yaml").write_text("strategy: [unclosed")
+    iterations.clear()
+    summary, _ = run_train(["strategy=fixed_schedule", *SCHEDULE], tmp_path / "runs")
+    assert summary["branched_from"] == f"{recent.name}@4" and iterations == [4, 5]
 
 
 def test_without_a_donor_checkpoint_at_the_branch_point_the_run_starts_over(run_train, tmp_path, iterations):
@@ -155,7 +171,7 @@ def test_plan_says_where_a_cell_branches_from(tmp_path):
     [together, _] = branch_lines("launcher=parallel", "hydra.launcher.n_jobs=4")
     assert together.startswith("branch: cell #1 (current) may start while its donor, cell #0 (recent), runs (4 cells "
                                "at once)")
-    no_checkpoint = ("branch: cell #{} ({}) trains from update 0: its donor (cell #0 (recent)) keeps no checkpoint "
+    no_checkpoint = ("branch: cell #{} ({}) trains from update 0: no run it could start from keeps a checkpoint "
                      "within the first 80 updates")
     [current, fixed] = branch_lines("trainer.keep_checkpoints=1")
     assert current.startswith(no_checkpoint.format(1, "current")) and fixed.startswith(no_checkpoint.format(2, "fixed_schedule"))

@@ -165,6 +165,16 @@ def test_done_only_when_rows_verify(run_train, monkeypatch):
 
 
 # ---------------------------------------------------------------- safe loading
+@pytest.mark.parametrize("garbage", [b"", b"torn", b"PK\x03\x04 torn", b"\x80\x02}q\x00(X", b"\x00" * 64])
+def test_torn_bytes_are_a_corrupt_checkpoint_naming_the_file(tmp_path, garbage):
+    from replaylab.storage import CorruptCheckpoint, safe_torch_load
+
+    target = tmp_path / "update_0000004.pt"
+    target.write_bytes(garbage)
+    with pytest.raises(CorruptCheckpoint, match="update_0000004.pt: unreadable checkpoint"):
+        safe_torch_load(target)
+
+
 class _Payload:
     def __reduce__(self):
         return (os.system, (f"touch {os.environ['PWNED_MARKER']}",))

@@ -85,12 +85,15 @@ def safe_torch_load(path: Path, map_location="cpu"):
         try:
             return torch.load(path, map_location=map_location, weights_only=True)
         except pickle.UnpicklingError as e:
-            if "Weights only load failed" in str(e):
+            # a reference to a class or function outside the allowlist: refused; anything else (an
+            # unsupported opcode in torn bytes) is damage, not an attack
+            if "Weights only load failed" in str(e) and "global" in str(e).lower():
                 reason = next((line for line in str(e).splitlines() if "GLOBAL" in line or "nsupported" in line), "")
                 raise UnsafeCheckpoint(
                     f"{path}: refused: it holds objects other than tensors and replaylab's plain records, which "
                     f"would run code when loaded ({reason.strip()[:200]}). Only load checkpoints replaylab wrote."
                 ) from None
             raise CorruptCheckpoint(f"{path}: unreadable checkpoint ({e})") from e
-        except (RuntimeError, EOFError, ValueError, OSError) as e:
-            raise CorruptCheckpoint(f"{path}: unreadable checkpoint ({str(e).splitlines()[0][:200]})") from e
+        except Exception as e:  # torn or foreign bytes fail deep inside the unpickler in many ways
+            first = (str(e).splitlines() or [type(e).__name__])[0][:200]
+            raise CorruptCheckpoint(f"{path}: unreadable checkpoint ({type(e).__name__}: {first})") from e

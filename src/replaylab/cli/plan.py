@@ -88,49 +88,51 @@ def branch_facts(cfg, obj, path: Path) -> dict:
     its current prefix, whether it may start from another run, and the checkpoints it leaves."""
     from omegaconf import OmegaConf
 
-    from replaylab.training.branch import donors, sibling_key, strategy_prefix
+    from replaylab.training.branch import sibling_key, strategy_prefix
     from replaylab.training.runs import checkpoint_updates
 
     prefix, keeps_state = strategy_prefix(OmegaConf.to_container(cfg.strategy, resolve=True))
     t = obj.trainer
     written = checkpoint_updates(t.checkpoint_every, t.updates_per_iteration, obj.budget.max_updates)
-    return {"key": sibling_key(cfg), "prefix": prefix, "done_at": None,
+    return {"key": sibling_key(cfg), "prefix": prefix, "root": str(path.parent), "strategy_name": obj.strategy.name,
             "may_branch": prefix > 0 and not keeps_state and obj.branch and t.distributed == "none",
-            "kept": written[-t.keep_checkpoints:],  # prune_checkpoints keeps the newest keep_checkpoints
-            "outside": donors(cfg) if prefix > 0 and not is_done(path) else []}  # runs on disk beside it
+            "kept": written[-t.keep_checkpoints:]}  # prune_checkpoints keeps the newest keep_checkpoints
 
 
 def assign_donors(cells: list[dict]) -> None:
-    """For each cell that may branch: the earlier plan cell (or finished run beside the plan) whose
-    checkpoint it would start from, and at which update: the latest within both prefixes, the earliest
-    cell on ties."""
-    from replaylab.training.branch import donor_checkpoints
+    """For each cell that may branch: the earlier plan cell, or run on disk beside the plan, whose
+    checkpoint it would start from, and at which update. Ranked as `branch.ranked` ranks: the latest
+    update, then a current run, then the earliest cell."""
+    from replaylab.training.branch import donor_checkpoints, prefix_runs
 
     index = {c["run_dir"]: i for i, c in enumerate(cells)}
+    on_disk: dict[str, list] = {}  # each experiment directory's configs, loaded once
     for i, c in enumerate(cells):
         b = c["branch"]
         if not b["may_branch"] or c["done"]:
             continue
-        options = []  # (update, -cell index, donor): cells earlier in the sweep run (or start) first
+        options = []  # (-update, not current, order, donor, first updates both train alike)
         siblings = [j for j, d in enumerate(cells) if j != i and d["branch"]["key"] == b["key"] and d["branch"]["prefix"] > 0]
-        b["later"] = [j for j in siblings if j > i]
+        b["later"] = [j for j in siblings if j > i and cells[j]["branch"]["may_branch"]]
         for j in siblings:
             d = cells[j]
             if j > i and not d["done"]:
-                continue
+                continue  # cells earlier in the sweep run (or start) first
             within = min(b["prefix"], d["branch"]["prefix"])
             if d["done"]:
                 ups = [u for u, _ in donor_checkpoints(Path(d["run_dir"]), within)]
             else:  # a donor that itself starts at update u writes no checkpoint up to u
                 ups = [u for u in d["branch"]["kept"] if d["branch"].get("update", 0) < u <= within]
-            options.append((ups[-1] if ups else 0, -j, j))
-        for run, prefix in b["outside"]:  # finished runs of the experiment that are no cell of this plan
-            if str(run) not in index and is_done(run):
-                ups = [u for u, _ in donor_checkpoints(run, min(b["prefix"], prefix))]
-                options.append((ups[-1] if ups else 0, -len(cells), str(run)))
-        best = max(options, default=None)
-        b["donor"] = None if best is None else best[2]
-        b["update"] = best[0] if best else 0
+            options.append((-(ups[-1] if ups else 0), d["branch"]["strategy_name"] != "current", j, j, within))
+        if b["root"] not in on_disk:
+            on_disk[b["root"]] = prefix_runs(Path(b["root"]))
+        for key, sib in on_disk[b["root"]]:  # runs beside the plan's cells that are no cell of it
+            if key == b["key"] and str(sib.run) not in index:
+                within = min(b["prefix"], sib.prefix)
+                ups = [u for u, _ in donor_checkpoints(sib.run, within)]
+                options.append((-(ups[-1] if ups else 0), sib.strategy != "current", len(cells), str(sib.run), within))
+        best = min(options, default=None)
+        b["donor"], b["update"], b["within"] = (None, 0, 0) if best is None else (best[3], -best[0], best[4])
 
 
 def report_branches(cells: list[dict], jobs: int) -> None:
@@ -150,9 +152,8 @@ def report_branches(cells: list[dict], jobs: int) -> None:
         elif j is None:
             continue
         elif not b["update"]:
-            print(f"{head} trains from update 0: its donor ({donor}) keeps no checkpoint within the first "
-                  f"{min(b['prefix'], cells[j]['branch']['prefix'] if isinstance(j, int) else b['prefix'])} updates "
-                  "(trainer.checkpoint_every, trainer.keep_checkpoints)")
+            print(f"{head} trains from update 0: no run it could start from keeps a checkpoint within the first "
+                  f"{b['within']} updates (trainer.checkpoint_every, trainer.keep_checkpoints)")
         elif isinstance(j, int) and i - j < jobs and not cells[j]["done"]:
             print(f"{head} may start while its donor, {donor}, runs ({jobs} cells at once): it starts from the "
                   f"donor's last checkpoint at or before update {b['update']} written by then, or from update 0")

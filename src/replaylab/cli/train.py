@@ -67,7 +67,7 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
     from replaylab.training.build import (
         build_components,  # heavy imports only once we know we train
     )
-    from replaylab.training.branch import find_branch
+    from replaylab.training.branch import find_branches
     from replaylab.training.trainer import Trainer
 
     if D.is_main():
@@ -92,9 +92,9 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
         ident = wandb_identity(obj, config_hash(cfg), code_digest())
         mirror = WandbMirror(path, ident, OmegaConf.to_container(cfg, resolve=True), obj.wandb.entity, obj.wandb.mode)
         rows.mirrors.append(mirror)
-    branch = find_branch(cfg, comp.strategy)  # used only if the run has no checkpoint of its own
+    branches = find_branches(cfg, comp.strategy)  # used only if the run has no checkpoint of its own
     try:
-        summary = Trainer(obj, comp, path, rows).run(branch)
+        summary = Trainer(obj, comp, path, rows).run(branches)
     finally:
         comp.grader.close()
         if mirror:

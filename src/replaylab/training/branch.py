@@ -63,23 +63,42 @@ def strategy_prefix(node: dict) -> tuple[int, bool]:
     return strategy.current_prefix()[0], cls.prefix_state
 
 
-def donors(cfg: DictConfig) -> list[tuple[Path, int]]:
-    """(run directory, current prefix) of every run beside this one whose config differs only in a
-    strategy with a current prefix; `current` runs first."""
-    key, mine, out = sibling_key(cfg), run_dir(cfg), []
-    for path in sorted((Path(cfg.output_root) / cfg.experiment).glob("*/config.yaml")):
-        if path.parent == mine:
+@dataclass(frozen=True)
+class Sibling:
+    run: Path  # a run directory beside this run's, of the same config but the strategy
+    prefix: int  # its strategy's current prefix
+    strategy: str  # its strategy's registry name
+
+
+def prefix_runs(root: Path) -> list[tuple[str, Sibling]]:
+    """(sibling key, run) of every run under `root` (an experiment directory) that has checkpoints and
+    whose strategy has a current prefix; a config.yaml that does not load lends nothing."""
+    out = []
+    for path in sorted(root.glob("*/config.yaml")):
+        if not (path.parent / "checkpoints").is_dir():
             continue
         try:
             other = OmegaConf.load(path)
-            if sibling_key(other) != key:
-                continue
-            prefix, _ = strategy_prefix(OmegaConf.to_container(other.strategy, resolve=True))
-        except Exception:  # an unreadable or foreign config.yaml lends nothing
+            node = OmegaConf.to_container(other.strategy, resolve=True)
+            prefix, _ = strategy_prefix(node)
+            key = sibling_key(other) if prefix > 0 else ""
+        except Exception as e:  # noqa: BLE001  (a foreign or broken config: not a donor)
+            log.debug("replaylab: %s is no donor: %r", path, e)
             continue
         if prefix > 0:
-            out.append((path.parent, prefix))
-    return sorted(out, key=lambda d: not d[0].name.startswith(f"{cfg.trainer.kind}-current-"))
+            out.append((key, Sibling(path.parent, prefix, node["name"])))
+    return out
+
+
+def siblings(root: Path, key: str, exclude: Path | None = None) -> list[Sibling]:
+    """The runs under `root` that may lend a run of sibling key `key` a checkpoint."""
+    return [sib for k, sib in prefix_runs(root) if k == key and sib.run != exclude]
+
+
+def ranked(options: list[tuple[int, Sibling]]) -> list[tuple[int, Sibling]]:
+    """Donor checkpoints best first: the latest update; on ties a `current` run, then by run name. (Any
+    of them gives the same state; the rule only fixes which one `branched_from` names.)"""
+    return sorted(options, key=lambda o: (-o[0], o[1].strategy != "current", o[1].run.name))
 
 
 def donor_checkpoints(donor: Path, prefix: int) -> list[tuple[int, Path]]:
@@ -89,23 +108,26 @@ def donor_checkpoints(donor: Path, prefix: int) -> list[tuple[int, Path]]:
     return sorted((u, p) for u, p in found if u <= prefix)
 
 
-def find_branch(cfg: DictConfig, strategy) -> Branch | None:
-    """The latest donor checkpoint this run may start from, or None (train from the start)."""
+def find_branches(cfg: DictConfig, strategy) -> list[Branch]:
+    """The donor checkpoints this run may start from, best first (`Trainer.run` takes the first that
+    serves); [] to train from the start."""
     from replaylab import parallel as D
 
     prefix, metrics = strategy.current_prefix()
     if (not cfg.get("branch", True) or prefix <= 0 or type(strategy).prefix_state
             or cfg.trainer.distributed != "none" or D.world_size() != 1):
-        return None
-    best = None
-    for donor, donor_prefix in donors(cfg):
-        found = donor_checkpoints(donor, min(prefix, donor_prefix))
-        if found and (best is None or found[-1][0] > best.update):
-            best = Branch(donor, found[-1][1], found[-1][0], dict(metrics))
-    if best is None:
+        return []
+    options = []
+    for sib in siblings(Path(cfg.output_root) / cfg.experiment, sibling_key(cfg), run_dir(cfg)):
+        found = donor_checkpoints(sib.run, min(prefix, sib.prefix))
+        if found:
+            options.append((found[-1][0], sib, found[-1][1]))
+    if not options:
         log.info("replaylab: no run of this config under another strategy has a checkpoint within its current-policy "
                  "prefix; training from the start")
-    return best
+    order = ranked([(u, sib) for u, sib, _ in options])
+    files = {(u, sib.run): f for u, sib, f in options}
+    return [Branch(sib.run, files[(u, sib.run)], u, dict(metrics)) for u, sib in order]
 
 
 def branch_state(branch: Branch, identity: dict, strategy_state: dict) -> tuple[dict, list[dict]] | None:
@@ -114,15 +136,15 @@ def branch_state(branch: Branch, identity: dict, strategy_state: dict) -> tuple[
     try:
         state = load_checkpoint(branch.checkpoint)
     except (CorruptCheckpoint, UnsafeCheckpoint, OSError) as e:  # OSError: pruned by a donor still running
-        log.warning("replaylab: cannot branch from %s (%s); training from the start", branch.checkpoint, e)
+        log.warning("replaylab: cannot branch from %s (%s); not starting from it", branch.checkpoint, e)
         return None
     if state.get("update") != branch.update or state.get("rows_text") is None:
-        log.warning("replaylab: %s is not a whole checkpoint at update %d; training from the start", branch.checkpoint, branch.update)
+        log.warning("replaylab: %s is not a whole checkpoint at update %d; not starting from it", branch.checkpoint, branch.update)
         return None
     donor_rows = [json.loads(line) for line in state["rows_text"].splitlines()]
     versions = {r.get("versions") for r in donor_rows}
     if versions != {identity["versions"]}:
-        log.info("replaylab: %s was written by other code or libraries (%s, here %s); training from the start",
+        log.info("replaylab: %s was written by other code or libraries (%s, here %s); not starting from it",
                  branch.donor, sorted(map(str, versions)), identity["versions"])
         return None
     # the donor's own strategy rows go; its training, evaluation and probe rows are the current policy's

@@ -178,9 +178,10 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         log.info("replaylab: branched from %s at update %d (the strategy's first updates are current's)", branch.donor, branch.update)
         return True
 
-    def run(self, branch: Branch | None = None) -> dict:
-        """Train to the budget: from this run's own checkpoint, else from `branch`, else from the start."""
-        resumed = self.resume() or (branch is not None and self.start_from(branch))
+    def run(self, branches: list[Branch] = ()) -> dict:
+        """Train to the budget: from this run's own checkpoint, else from the first of `branches` that
+        serves (training/branch.py), else from the start."""
+        resumed = self.resume() or any(self.start_from(b) for b in branches)
         self.ledger.start_clock()
         if not resumed:
             self.rows.truncate(0)
