@@ -15,7 +15,8 @@ same), it has no checkpoint of its own, a donor's checkpoint is on disk in the s
 (the sweep keeps it: `trainer.checkpoint_every`, `trainer.keep_checkpoints`) and the donor's rows were
 written by the same code and libraries (the rows' `versions`; like a resume, it trusts the donor to
 have run on a machine that computes as this one does: thread count and device are in the hash, the CPU
-model is not). Otherwise it trains from the start. Its rows up to the branch point are the donor's
+model is not). Donors are tried latest checkpoint first (a `current` run first on ties); if none
+serves, the run trains from the start. Its rows up to the branch point are the donor's
 training, evaluation and probe rows with this run's identity, plus its strategy's own constant rows of
 those iterations (the donor's strategy rows are left out); its ledger carries the donor's counts and
 seconds for them (the compute the result embodies). tests/test_branch.py checks, through real runs,
