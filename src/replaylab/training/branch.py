@@ -38,6 +38,7 @@ from replaylab.training.runs import CHECKPOINT_NAME, load_checkpoint, run_dir, s
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class Branch:
     donor: Path  # the run directory whose checkpoint the run starts from
