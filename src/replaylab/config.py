@@ -297,7 +297,7 @@ class Config:
     output_root: str = knob("runs", "root directory of run directories (each named by its config hash)")
     progress: bool = knob(True, "show a progress bar")
     run_lock_wait: float = knob(0.0, "seconds to wait when another process holds this run's directory (0 = refuse at once)")
-    branch: bool = knob(True, "start a strategy whose first updates are current's from the current run's checkpoint (training/branch.py)")
+    branch: bool = knob(True, "start a run whose first updates are current's from the checkpoint of a sibling run (training/branch.py)")
     resume_rows: str = knob("verify", "verify | rebuild: on resume, rows.jsonl must hold exactly the checkpoint's rows (else the "
                                       "run stops, naming the line), or is rewritten from the copy the checkpoint keeps")
 

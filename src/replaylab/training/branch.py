@@ -97,9 +97,10 @@ def siblings(root: Path, key: str, exclude: Path | None = None) -> list[Sibling]
     return [sib for k, sib in prefix_runs(root) if k == key and sib.run != exclude]
 
 
-def ranked(options: list[tuple[int, Sibling]]) -> list[tuple[int, Sibling]]:
-    """Donor checkpoints best first: the latest update; on ties a `current` run, then by run name. (Any
-    of them gives the same state; the rule only fixes which one `branched_from` names.)"""
+def ranked(options: list[tuple]) -> list[tuple]:
+    """Donor checkpoints (update, sibling, ...) best first: the latest update; on ties a `current` run,
+    then by run name. (Any of them gives the same state; the rule only fixes which one `branched_from`
+    names.)"""
     return sorted(options, key=lambda o: (-o[0], o[1].strategy != "current", o[1].run.name))
 
 
@@ -127,9 +128,7 @@ def find_branches(cfg: DictConfig, strategy) -> list[Branch]:
     if not options:
         log.info("replaylab: no run of this config under another strategy has a checkpoint within its current-policy "
                  "prefix; training from the start")
-    order = ranked([(u, sib) for u, sib, _ in options])
-    files = {(u, sib.run): f for u, sib, f in options}
-    return [Branch(sib.run, files[(u, sib.run)], u, dict(metrics)) for u, sib in order]
+    return [Branch(sib.run, file, u, dict(metrics)) for u, sib, file in ranked(options)]
 
 
 def branch_state(branch: Branch, identity: dict, strategy_state: dict) -> tuple[dict, list[dict]] | None:

@@ -75,7 +75,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         self.objective = comp.objective
         self.scorers = Scorers(comp.teacher, comp.grader, comp.tokenizer)
         self.probe: ProbeSet | None = None
-        self.branched_from = ""  # "<donor run>@<update>" when the run started from a current run's checkpoint
+        self.branched_from = ""  # "<donor run>@<update>" when the run started from a sibling run's checkpoint
         # Gradient groups cost extra backward passes; only strategies that read them get them.
         self.stat_groups = t.stat_groups if comp.strategy.reads_gradients else 1
 
@@ -175,7 +175,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         for mirror in self.rows.mirrors:
             mirror.log_rows(rows)
         self.branched_from = f"{branch.donor.name}@{branch.update}"
-        log.info("replaylab: branched from %s at update %d (the strategy's first updates are current's)", branch.donor, branch.update)
+        log.info("replaylab: branched from %s at update %d (both runs train as current up to there)", branch.donor, branch.update)
         return True
 
     def run(self, branches: list[Branch] = ()) -> dict:
