@@ -45,6 +45,11 @@ def test_branched_run_writes_the_rows_of_a_run_from_the_start(run_train, tmp_pat
     rows, expected = load_rows(branched_dir), load_rows(whole_dir)
     assert [r["split"] for r in rows if r["update"] <= at].count("strategy") == at  # phase_replay 0 of updates 1..at
     assert comparable(rows) == comparable(expected)
+    from replaylab.results.report import run_report
+
+    assert run_report(branched_dir, rows, "done").endswith(f"started from {donor.name}'s checkpoint at update {at}: the "
+                                                            "updates and seconds above include that run's up to there")
+    assert "started from" not in run_report(whole_dir, expected, "done")
     counts = {k: v for k, v in whole.items() if k not in ("wall_time",) and not k.startswith("seconds_")}
     assert {k: branched[k] for k in counts} == counts
 

@@ -6,6 +6,7 @@ Accuracy is avg@k in percent; the suite mean (`tiny8/mean`, `math8/mean`) leads,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,19 @@ def run_report(run_dir: Path, rows: list[Mapping[str, Any]], status: str) -> str
     ident = rows[0] if rows else {}
     head = (f"{run_dir} ({status}): {ident.get('trainer', '?')}/{ident.get('strategy', '?')}, "
             f"order {ident.get('order', '?')}, seed {ident.get('seed', '?')}, budget {ident.get('budget', '?')}")
-    return "\n".join(x for x in (head, summary_table(rows), ledger_line(rows)) if x)
+    return "\n".join(x for x in (head, summary_table(rows), ledger_line(rows), branch_line(run_dir)) if x)
+
+
+def branch_line(run_dir: Path) -> str:
+    """For a run that started from a sibling's checkpoint (training/branch.py): whose, and that the
+    ledger above counts that run's updates and seconds up to there."""
+    done = run_dir / "done.json"
+    donor = json.loads(done.read_text()).get("branched_from") if done.is_file() else None
+    if not donor:
+        return ""
+    run, update = donor.rsplit("@", 1)
+    return (f"started from {run}'s checkpoint at update {update}: the updates and seconds above include that "
+            "run's up to there")
 
 
 def accuracy_figure(rows: list[Mapping[str, Any]], path: Path, title: str) -> Path | None:
