@@ -85,3 +85,25 @@ def comparable(rows: list[dict]) -> list[dict]:
     of one config and seed must write identically, interrupted, resumed or branched."""
     return [{k: v for k, v in r.items() if not k.startswith(("ledger_wall_time", "ledger_seconds_"))}
             for r in rows if r["metric"] != "tokens_per_s"]
+
+
+@pytest.fixture(autouse=True)
+def _matmul_kernel_restored():
+    """The matmul kernel is process-wide (`models.kernels.use`, set by every trainer build from
+    `trainer.matmul`): a test that selects one must not hand it to the next test."""
+    from replaylab.models import kernels
+
+    before = kernels.active()
+    yield
+    kernels._active = before
+
+
+@pytest.fixture(params=["onednn", "blas"])
+def matmul_kernel(request):
+    """Runs a test under each matmul kernel (models/kernels.py); skips oneDNN where torch lacks it."""
+    from replaylab.models import kernels
+
+    if request.param == "onednn" and not kernels.onednn_available():
+        pytest.skip("this torch build has no oneDNN linear kernel")
+    kernels.use(request.param)
+    return request.param

@@ -49,7 +49,7 @@ def _loss(model: nn.Module, batch) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.parametrize("kind", ["qwen3", "qwen2", "llama"])
-def test_lean_logits_and_gradients_equal_the_modules(tok, kind):
+def test_lean_logits_and_gradients_equal_the_modules(tok, kind, matmul_kernel):
     module = _model(kind, tok).train()
     packed = copy.deepcopy(module)
     assert lean.attach(packed) and lean.lean_forward_of(module) is None

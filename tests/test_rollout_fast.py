@@ -66,7 +66,7 @@ def _prompts(tok, n: int = 12) -> list[Prompt]:
 
 
 @pytest.mark.parametrize("kind", ["qwen3", "qwen2", "llama"])
-def test_greedy_equals_hf_token_for_token(tok, kind):
+def test_greedy_equals_hf_token_for_token(tok, kind, matmul_kernel):
     model = _model(kind, tok)
     prompts = _prompts(tok)
     params = SamplingParams(max_new_tokens=20, temperature=0, n=2)
@@ -82,7 +82,7 @@ def test_greedy_equals_hf_token_for_token(tok, kind):
 
 @pytest.mark.parametrize("kind", ["qwen3", "qwen2"])
 @pytest.mark.parametrize("params", [SamplingParams(24, temperature=1.0, n=3), SamplingParams(24, temperature=0.7, top_p=0.9, top_k=20)])
-def test_behaviour_logprobs_equal_the_trainers_recomputation(tok, kind, params):
+def test_behaviour_logprobs_equal_the_trainers_recomputation(tok, kind, params, matmul_kernel):
     model = _model(kind, tok)
     samples = [s for g in FastGenerator(model, tok).generate(_prompts(tok), params, seed=3) for s in g]
     recomputed = score_logprobs(model, samples, tok.pad_token_id, 64, params.temperature)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,12 +170,15 @@ class TrainerConfig:
     device: str = knob("auto", "auto | cpu | cuda")
     distributed: str = knob("none", "none | ddp | fsdp2: how the policy is wrapped under torchrun / submitit tasks (each rank takes its slice of every batch)")
     threads: int = knob(0, "torch CPU threads (0 = torch default)")
+    matmul: str = knob("auto", "float32 CPU matmuls of the lean forward and decoder (models/kernels.py): auto (onednn where "
+                               "this torch has it) | onednn (2-2.4x MKL on AMD processors) | blas (torch's BLAS: MKL on x86)")
 
     def __post_init__(self) -> None:
         p = "trainer."
         check_choice(self.aggregation, p + "aggregation", ["grpo", "dapo", "dr_grpo"])
         check_choice(self.advantage, p + "advantage", ["zscore", "center"])
         check_choice(self.forward, p + "forward", ["auto", "module"])
+        check_choice(self.matmul, p + "matmul", ["auto", "onednn", "blas"])
         check_choice(self.advantage_std, p + "advantage_std", ["population", "sample"])
         check_choice(self.lr_schedule, p + "lr_schedule", ["constant", "cosine"])
         check(0 <= self.warmup_fraction < 1, p + "warmup_fraction", f"must be in [0, 1), got {self.warmup_fraction}")

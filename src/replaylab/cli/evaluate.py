@@ -42,6 +42,7 @@ def load_checkpoint_into(model, checkpoint: str) -> int:
 
 def evaluate(cfg: DictConfig) -> list[dict]:
     obj = to_object(cfg)
+    from replaylab.models import kernels
     from replaylab.results.rows import RowWriter
     from replaylab.training.build import (
         build_evaluate,
@@ -52,7 +53,9 @@ def evaluate(cfg: DictConfig) -> list[dict]:
     )
 
     t0 = time.time()
-    model, tokenizer = load_policy(obj, pick_device(obj.trainer.device))
+    device = pick_device(obj.trainer.device)
+    kernels.use(obj.trainer.matmul, device)  # the kernel the trainer's own evaluations ran with
+    model, tokenizer = load_policy(obj, device)
     update = load_checkpoint_into(model, obj.eval.checkpoint) if obj.eval.checkpoint else 0
     generator = build_generator(obj, model, tokenizer)
     grader = build_grader(obj)

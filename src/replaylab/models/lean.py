@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from replaylab.models import kernels
+
 SUPPORTED = ("qwen3", "qwen2", "llama")
 ATTR = "_replaylab_lean_forward"  # set on a module by `attach`; batching.response_logits reads it
 
@@ -117,7 +119,7 @@ class LeanForward:
             a, m = layer.self_attn, layer.mlp
             h = F.rms_norm(x, (x.shape[-1],), layer.input_layernorm.weight, self.eps)
             bias = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]) if a.q_proj.bias is not None else None
-            qkv = F.linear(h, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), bias)
+            qkv = kernels.linear(h, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), bias)
             qk, v = qkv[:, : (H + Hk) * D].view(-1, H + Hk, D), qkv[:, (H + Hk) * D :]
             if hasattr(a, "q_norm"):
                 scale = torch.cat([a.q_norm.weight.expand(H, D), a.k_norm.weight.expand(Hk, D)])
@@ -128,15 +130,15 @@ class LeanForward:
             att = F.scaled_dot_product_attention(padded[:, :H], padded[:, H : H + Hk], padded[:, H + Hk :],
                                                  attn_mask=visible[:, None], scale=a.scaling, enable_gqa=H != Hk)
             att = att.transpose(1, 2).reshape(B * S, H * D).index_select(0, plan.computed)
-            x = x + F.linear(att, a.o_proj.weight)
+            x = x + kernels.linear(att, a.o_proj.weight)
             h = F.rms_norm(x, (x.shape[-1],), layer.post_attention_layernorm.weight, self.eps)
-            gate, up = F.linear(h, torch.cat([m.gate_proj.weight, m.up_proj.weight])).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, m.down_proj.weight)
+            gate, up = kernels.linear(h, torch.cat([m.gate_proj.weight, m.up_proj.weight])).chunk(2, dim=-1)
+            x = x + kernels.linear(F.silu(gate) * up, m.down_proj.weight)
         # the requested positions that are real tokens, as rows of x and as rows of the (B * (stop - start)) output
         window = real[:, start:stop]
         rows = plan.source.view(B, S)[:, start:stop][window]
         x = F.rms_norm(x.index_select(0, rows), (x.shape[-1],), base.norm.weight, self.eps)
-        logits = F.linear(x, self.model.lm_head.weight, getattr(self.model.lm_head, "bias", None)).float()
+        logits = kernels.linear(x, self.model.lm_head.weight, getattr(self.model.lm_head, "bias", None)).float()
         out = logits.new_zeros(B * (stop - start), logits.shape[-1])
         return out.index_copy(0, window.flatten().nonzero().squeeze(-1), logits).view(B, stop - start, -1)
 

@@ -32,8 +32,15 @@ def code_digest() -> str:
     return h.hexdigest()[:12]
 
 
-@lru_cache(maxsize=1)
 def versions() -> str:
+    """Software versions and the matmul kernel that ran (`trainer.matmul=auto` resolves per machine)."""
+    from replaylab.models import kernels
+
+    return f"{_package_versions()} matmul={kernels.active()}"
+
+
+@lru_cache(maxsize=1)
+def _package_versions() -> str:
     import importlib.metadata as md
 
     parts = [f"python={platform.python_version()}", f"replaylab_code={code_digest()}"]

@@ -20,22 +20,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from replaylab.models import kernels
 from replaylab.models.lean import UnsupportedModel, supports
 
 
 @dataclass
 class _Layer:
-    """One decoder layer's weights, projections stored transposed (x @ W^T is then a plain matmul,
-    and a residual add folds into it as addmm)."""
+    """One decoder layer's weights, projections packed for the matmul kernel (`models.kernels`)."""
 
     ln1: torch.Tensor
-    qkv_t: torch.Tensor  # (hidden, (H + 2 H_kv) D): q, k and v projections in one
+    qkv: kernels.Packed  # q, k and v projections in one: hidden -> (H + 2 H_kv) D
     qkv_b: torch.Tensor | None
     qk_norm: torch.Tensor | None  # (H + H_kv, D): q_norm's weight for the query heads, k_norm's for the key heads
-    o_t: torch.Tensor
+    o: kernels.Packed
     ln2: torch.Tensor
-    gate_up_t: torch.Tensor  # (hidden, 2 I): gate and up projections in one
-    down_t: torch.Tensor
+    gate_up: kernels.Packed  # gate and up projections in one: hidden -> 2 I
+    down: kernels.Packed
 
 
 class KVCache:
@@ -76,6 +76,12 @@ class LeanDecoder:
         self.rotary = model.model.rotary_emb
         self.layers: list[_Layer] = []
         self.stale = True
+        self.packed_for: str | None = None  # the matmul kernel the weights are packed for
+
+    def ensure_packed(self) -> None:
+        """Re-pack if an optimizer step changed the weights (`stale`) or another kernel was selected."""
+        if self.stale or self.packed_for != kernels.active():
+            self.refresh()
 
     def refresh(self) -> None:
         """Re-pack the weights from the model (after an optimizer step changed them)."""
@@ -83,23 +89,24 @@ class LeanDecoder:
         with torch.no_grad():
             self.embed = base.embed_tokens.weight.detach()
             self.norm = base.norm.weight.detach()
-            self.lm_head_t = self.model.lm_head.weight.detach().t().contiguous()
+            self.lm_head = kernels.pack(self.model.lm_head.weight.detach())
             self.layers = []
             for layer in base.layers:
                 a, m = layer.self_attn, layer.mlp
                 bias = a.q_proj.bias
                 self.layers.append(_Layer(
                     ln1=layer.input_layernorm.weight.detach(),
-                    qkv_t=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach().t().contiguous(),
+                    qkv=kernels.pack(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach()),
                     qkv_b=torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]).detach() if bias is not None else None,
                     qk_norm=torch.cat([a.q_norm.weight.detach().expand(self.heads, -1),
                                        a.k_norm.weight.detach().expand(self.kv_heads, -1)]) if hasattr(a, "q_norm") else None,
-                    o_t=a.o_proj.weight.detach().t().contiguous(),
+                    o=kernels.pack(a.o_proj.weight.detach()),
                     ln2=layer.post_attention_layernorm.weight.detach(),
-                    gate_up_t=torch.cat([m.gate_proj.weight, m.up_proj.weight]).detach().t().contiguous(),
-                    down_t=m.down_proj.weight.detach().t().contiguous(),
+                    gate_up=kernels.pack(torch.cat([m.gate_proj.weight, m.up_proj.weight]).detach()),
+                    down=kernels.pack(m.down_proj.weight.detach()),
                 ))
         self.stale = False
+        self.packed_for = kernels.active()
 
     @property
     def device(self) -> torch.device:
@@ -137,7 +144,7 @@ class LeanDecoder:
             bias = bias.repeat(1, G, 1)
         for i, w in enumerate(self.layers):
             h = _rms_norm(x, w.ln1, self.eps)
-            qkv = (torch.addmm(w.qkv_b, h, w.qkv_t) if w.qkv_b is not None else h @ w.qkv_t).view(B, S, H + 2 * Hk, D)
+            qkv = kernels.dense(h, w.qkv, w.qkv_b).view(B, S, H + 2 * Hk, D)
             # q and k are normalised and rotated together: one op per step of the maths for both
             qk, v = qkv[:, :, : H + Hk], qkv[:, :, H + Hk :]
             if w.qk_norm is not None:
@@ -153,12 +160,12 @@ class LeanDecoder:
             scores = torch.baddbmm(bias, qg, keys_t, alpha=self.scale)
             att = torch.bmm(torch.softmax(scores, dim=-1), values)  # (B * H_kv, G * S, D)
             att = att.view(B, H, S, D).transpose(1, 2).reshape(B * S, H * D)
-            x = x + att @ w.o_t
+            x = kernels.dense_add(x, att, w.o)
             h = _rms_norm(x, w.ln2, self.eps)
-            gate, up = (h @ w.gate_up_t).chunk(2, dim=-1)
-            x = x + (F.silu(gate) * up) @ w.down_t
+            gate, up = kernels.dense(h, w.gate_up).chunk(2, dim=-1)
+            x = kernels.dense_add(x, F.silu(gate) * up, w.down)
         last = _rms_norm(x.view(B, S, -1)[:, -1], self.norm, self.eps)
-        return (last @ self.lm_head_t).float()
+        return kernels.dense(last, self.lm_head).float()
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:

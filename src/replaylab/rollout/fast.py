@@ -46,8 +46,7 @@ class FastGenerator:
     ) -> list[list[Sample]]:
         if self.decoder is None:
             raise RuntimeError("FastGenerator has no weights yet: sync_weights(model, version) first")
-        if self.decoder.stale:
-            self.decoder.refresh()
+        self.decoder.ensure_packed()
         return generate_in_chunks(prompts, params, seed, self.micro_batch,
                                   lambda chunk, offset: self._decode(chunk, params, source, seed, offset))
 

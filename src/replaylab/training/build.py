@@ -7,7 +7,7 @@ import copy
 import torch
 
 from replaylab.config import Config
-from replaylab.models import lean
+from replaylab.models import kernels, lean
 from replaylab.models.loading import load_causal_lm, load_tokenizer, resolve_path
 from replaylab.objectives import Objective, build_objective
 from replaylab.replay.base import PromptStream, build_strategy
@@ -127,6 +127,7 @@ def build_components(cfg: Config) -> Components:
         raise ValueError(f"trainer.distributed={cfg.trainer.distributed} needs several processes: launch with "
                          "torchrun --nproc_per_node=N -m replaylab.train ... (or launcher=slurm with tasks_per_node=N)")
     device = info.device if info.world_size > 1 else pick_device(cfg.trainer.device)
+    kernels.use(cfg.trainer.matmul, device)
     strategy = build_strategy(cfg.strategy)
     objective = build_objective(cfg.trainer, cfg.budget.max_response_tokens, cfg.rollout.temperature)
     policy, tokenizer = load_policy(cfg, device)
