@@ -49,6 +49,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/bench_trl_opd.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/trl_opd.json
 	$(PY) benchmarks/bench_micro_batch.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/micro_batch.json
 	$(PY) benchmarks/bench_lean_forward.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/lean_forward.json
+	$(PY) benchmarks/bench_matmul_kernel.py --recipe all --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/matmul_kernel.json
 
 # The install plus the bench extra (what `make bench` needs; `make install` stays without it).
 $(VENV)/.installed-bench: $(VENV)/.installed pyproject.toml
