@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 CHOICES = ("auto", "onednn", "blas")
 
@@ -107,8 +108,8 @@ def _mm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> tor
 
 
 class _OneDNNLinear(torch.autograd.Function):
-    """y = x W^T + b; the backward's two products are linears too (oneDNN reads the transposed views
-    in place): dx = dy W, dW = dy^T x."""
+    """y = x W^T + b; the backward's two products are linears too: dx = dy W, dW = dy^T x. Not twice
+    differentiable (`once_differentiable` raises on create_graph=True instead of a silent wrong answer)."""
 
     @staticmethod
     def forward(ctx, x, weight, bias):
@@ -117,6 +118,7 @@ class _OneDNNLinear(torch.autograd.Function):
         return _mm(x, weight, bias)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
         grad2 = grad.reshape(-1, grad.shape[-1])
