@@ -20,19 +20,12 @@ run's forward/backward and scoring seconds from its ledger.
 from __future__ import annotations
 
 import alternate
-from common import replaylab_side
+from common import recipe_side
 
 RECIPES = {"opd": ["order=0"], "grpo": ["+sweep=tiny_grpo_replay", "strategy=current", "order=0"]}
 
 
-def side(forward: str):
-    def run(args) -> dict:
-        overrides = RECIPES[args.recipe] + [f"trainer.forward={forward}", f"trainer.threads={args.threads}"]
-        return {**replaylab_side(overrides, args), "recipe": args.recipe}
-    return run
-
-
-SIDES = {"module": side("module"), "lean": side("auto")}
+SIDES = {"module": recipe_side(RECIPES, "trainer.forward", "module"), "lean": recipe_side(RECIPES, "trainer.forward", "auto")}
 
 
 def main() -> None:

@@ -20,20 +20,13 @@ median (above 1: oneDNN is faster), and each run's generation, scoring and forwa
 from __future__ import annotations
 
 import alternate
-from common import replaylab_side
+from common import recipe_side
 
 RECIPES = {"opd": ["order=0"], "grpo": ["+sweep=tiny_grpo_replay", "strategy=current", "order=0"],
            "tinylong": ["+sweep=tiny_ropd", "strategy=current", "budget=tinylong_long", "order=0"]}
 
 
-def side(kernel: str):
-    def run(args) -> dict:
-        overrides = RECIPES[args.recipe] + [f"trainer.matmul={kernel}", f"trainer.threads={args.threads}"]
-        return {**replaylab_side(overrides, args), "recipe": args.recipe}
-    return run
-
-
-SIDES = {"blas": side("blas"), "onednn": side("onednn")}
+SIDES = {kernel: recipe_side(RECIPES, "trainer.matmul", kernel) for kernel in ("blas", "onednn")}
 
 
 def main() -> None:

@@ -119,6 +119,14 @@ def replaylab_side(overrides: list[str], args) -> dict:
     return alternate.measured(seconds, tokens, args.warmup, **facts)
 
 
+def recipe_side(recipes: dict[str, list[str]], key: str, value: str):
+    """A side of an A/B benchmark on the real trainer: `args.recipe`'s overrides with `key=value` and `args.threads`."""
+    def run(args) -> dict:
+        overrides = recipes[args.recipe] + [f"{key}={value}", f"trainer.threads={args.threads}"]
+        return {**replaylab_side(overrides, args), "recipe": args.recipe}
+    return run
+
+
 def trl_result(clock, args, **extra) -> dict:
     """The TRL side's result from its clock (every timed step must have logged its completion lengths)."""
     import alternate
