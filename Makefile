@@ -44,6 +44,7 @@ bench: $(VENV)/.installed-bench
 	mkdir -p $(BENCH_OUT)
 	$(PY) benchmarks/bench_grading.py
 	$(PY) benchmarks/bench_replay_overhead.py
+	$(PY) benchmarks/bench_checkpoint.py --pairs $(BENCH_PAIRS)
 	$(PY) benchmarks/bench_generation.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/generation.json
 	$(PY) benchmarks/bench_trl_grpo.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/trl_grpo.json
 	$(PY) benchmarks/bench_trl_opd.py --pairs $(BENCH_PAIRS) --out $(BENCH_OUT)/trl_opd.json

@@ -8,7 +8,7 @@ where the sample came from, its reward (GRPO) and its cached teacher log-probs (
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Literal
 
 import torch
@@ -103,6 +103,30 @@ class Sample:
             return self.response_ids
         return torch.cat([self.prefix.ids, self.response_ids])
 
+    # Checkpoints hold whole replay buffers: a tiny-world RePO buffer of 50K samples was 100K tensor records in
+    # torch.save's archive and as many objects for the weights-only unpickler to rebuild in Python (5.7 s to
+    # save, 13 s to load). Small tensors therefore travel as raw bytes; large ones (a full-vocabulary
+    # teacher distribution) stay tensors, whose storage torch.save writes once however many samples share it.
+    # Fields at their defaults are left out too (the unpickler's cost is per object).
+    def __getstate__(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if not _is_default(k, v)}
+        for name in TENSOR_FIELDS:
+            t = state.get(name)
+            if t is not None and t.numel() * t.element_size() <= INLINE_BYTES:
+                state[name] = _to_bytes(t)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        for name in TENSOR_FIELDS:
+            if isinstance(state.get(name), tuple):
+                state[name] = _from_bytes(state[name])
+        for f in fields(self):  # a field left out was at its default
+            if f.name not in state and f.default_factory is not MISSING:
+                state[f.name] = f.default_factory()
+            elif f.name not in state and f.default is not MISSING:
+                state[f.name] = f.default
+        self.__dict__.update(state)
+
     def replayed(self, source: Source = "replay") -> "Sample":
         """A copy marked as coming from a store; tensors are shared (they are never mutated)."""
         return Sample(
@@ -121,6 +145,40 @@ class Sample:
             prefix=self.prefix,
             extras=dict(self.extras),
         )
+
+
+TENSOR_FIELDS = ("response_ids", "behaviour_logprobs", "teacher_logprobs", "teacher_full_logprobs", "proximal_logprobs")
+INLINE_BYTES = 16384  # tensors up to this size are pickled inline as bytes
+
+
+def _is_default(name: str, value) -> bool:
+    if value is None:
+        return name in _OPTIONAL
+    if name == "off_policy":
+        return value == OffPolicy()
+    return name == "extras" and value == {}
+
+
+def _to_bytes(t: torch.Tensor) -> tuple[str, tuple[int, ...], bytes | None]:
+    """(dtype name, shape, raw bytes) of a tensor, any dtype (bfloat16 has no numpy type: bytes via uint8)."""
+    flat = t.detach().cpu().contiguous().reshape(-1)
+    raw = flat.view(torch.uint8).numpy().tobytes()
+    # None for no bytes: torch.save's pickle protocol 2 writes b"" as a call to `bytes`, which the
+    # weights-only unpickler refuses
+    return str(t.dtype).removeprefix("torch."), tuple(t.shape), raw or None
+
+
+def _from_bytes(packed: tuple[str, tuple[int, ...], bytes | None]) -> torch.Tensor:
+    name, shape, data = packed
+    dtype = getattr(torch, name)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"a stored sample names {name!r} as its tensor's dtype, which is not a torch dtype")
+    if not data:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
+
+
+_OPTIONAL = frozenset(f.name for f in fields(Sample) if f.default is None)
 
 
 @dataclass
