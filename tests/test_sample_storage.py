@@ -77,6 +77,7 @@ def test_checkpoints_written_before_the_compact_form_still_load(tmp_path, monkey
 def test_a_stored_dtype_that_is_not_a_dtype_is_refused():
     s = Sample.__new__(Sample)
     state = dict(_sample(3).__getstate__())
-    state["response_ids"] = ("manual_seed", (3,), b"\0" * 24)
-    with pytest.raises(ValueError, match="manual_seed"):
-        s.__setstate__(state)
+    for name in ("manual_seed", "no_such_dtype"):
+        state["response_ids"] = (name, (3,), b"\0" * 24)
+        with pytest.raises(ValueError, match=name):
+            s.__setstate__(state)

@@ -104,8 +104,8 @@ class Sample:
         return torch.cat([self.prefix.ids, self.response_ids])
 
     # Checkpoints hold whole replay buffers: a tiny-world RePO buffer of 50K samples was 100K tensor records in
-    # torch.save's archive and as many objects for the weights-only unpickler to rebuild in Python (5.7 s to
-    # save, 13 s to load). Small tensors therefore travel as raw bytes; large ones (a full-vocabulary
+    # torch.save's archive and as many objects for the weights-only unpickler to rebuild in Python (about 4 s
+    # to save and 9.5 s to load; benchmarks/bench_checkpoint.py). Small tensors therefore travel as raw bytes; large ones (a full-vocabulary
     # teacher distribution) stay tensors, whose storage torch.save writes once however many samples share it.
     # Fields at their defaults are left out too (the unpickler's cost is per object).
     def __getstate__(self) -> dict:
@@ -170,7 +170,7 @@ def _to_bytes(t: torch.Tensor) -> tuple[str, tuple[int, ...], bytes | None]:
 
 def _from_bytes(packed: tuple[str, tuple[int, ...], bytes | None]) -> torch.Tensor:
     name, shape, data = packed
-    dtype = getattr(torch, name)
+    dtype = getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"a stored sample names {name!r} as its tensor's dtype, which is not a torch dtype")
     if not data:
