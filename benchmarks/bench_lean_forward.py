@@ -25,7 +25,8 @@ from common import recipe_side
 RECIPES = {"opd": ["order=0"], "grpo": ["+sweep=tiny_grpo_replay", "strategy=current", "order=0"]}
 
 
-SIDES = {"module": recipe_side(RECIPES, "trainer.forward", "module"), "lean": recipe_side(RECIPES, "trainer.forward", "auto")}
+SIDES = {"module": recipe_side(RECIPES, "trainer.forward", "module"),
+         "lean": recipe_side(RECIPES, "trainer.forward", "auto")}
 
 
 def main() -> None:

@@ -103,11 +103,12 @@ class Sample:
             return self.response_ids
         return torch.cat([self.prefix.ids, self.response_ids])
 
-    # Checkpoints hold whole replay buffers: a tiny-world RePO buffer of 50K samples was 100K tensor records in
-    # torch.save's archive and as many objects for the weights-only unpickler to rebuild in Python (about 4 s
-    # to save and 9.5 s to load; benchmarks/bench_checkpoint.py). Small tensors therefore travel as raw bytes; large ones (a full-vocabulary
-    # teacher distribution) stay tensors, whose storage torch.save writes once however many samples share it.
-    # Fields at their defaults are left out too (the unpickler's cost is per object).
+    # Checkpoints hold whole replay buffers: a tiny-world RePO buffer of 50K samples was 100K tensor records
+    # in torch.save's archive and as many objects for the weights-only unpickler to rebuild in Python (about
+    # 4 s to save and 9.5 s to load; benchmarks/bench_checkpoint.py). Small tensors therefore travel as raw
+    # bytes; large ones (a full-vocabulary teacher distribution) stay tensors, whose storage torch.save
+    # writes once however many samples share it. Fields at their defaults are left out too (the
+    # unpickler's cost is per object).
     def __getstate__(self) -> dict:
         state = {k: v for k, v in self.__dict__.items() if not _is_default(k, v)}
         for name in TENSOR_FIELDS:
@@ -120,11 +121,9 @@ class Sample:
         for name in TENSOR_FIELDS:
             if isinstance(state.get(name), tuple):
                 state[name] = _from_bytes(state[name])
-        for f in fields(self):  # a field left out was at its default
-            if f.name not in state and f.default_factory is not MISSING:
-                state[f.name] = f.default_factory()
-            elif f.name not in state and f.default is not MISSING:
-                state[f.name] = f.default
+        for name, factory, default in _DEFAULTED:  # a field left out was at its default
+            if name not in state:
+                state[name] = factory() if factory is not MISSING else default
         self.__dict__.update(state)
 
     def replayed(self, source: Source = "replay") -> "Sample":
@@ -179,6 +178,9 @@ def _from_bytes(packed: tuple[str, tuple[int, ...], bytes | None]) -> torch.Tens
 
 
 _OPTIONAL = frozenset(f.name for f in fields(Sample) if f.default is None)
+# (name, default_factory, default) of every field with a default, computed once: loading calls __setstate__ per sample
+_DEFAULTED = [(f.name, f.default_factory, f.default) for f in fields(Sample)
+              if f.default is not MISSING or f.default_factory is not MISSING]
 
 
 @dataclass
