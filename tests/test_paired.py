@@ -121,3 +121,46 @@ def test_the_known_effect_control_is_detected_when_the_reference_learns_and_flag
     from replaylab.results.paired import paired_markdown
 
     assert "testbed" in paired_markdown(paired_table(tidy_frame(with_midpoint([0.02, -0.03, 0.01, -0.01])), "current"), "x")
+
+
+@pytest.mark.parametrize(("sd", "target"), [(2.0, 3.0), (2.0, 1.5), (4.0, 3.0)])
+def test_pairs_for_mde_is_the_fewest_pairs_with_eighty_percent_power(sd, target):
+    """The projected number of data orders: at it the paired t-test finds a true effect of `target`
+    80% of the time (simulated), one pair fewer it does not (so an off-by-one projection fails)."""
+    from scipy import stats
+
+    from replaylab.results.paired import pairs_for_mde
+
+    n = int(pairs_for_mde(sd, target))
+    assert minimum_detectable_effect(sd, n) <= target < minimum_detectable_effect(sd, n - 1)
+    rng = np.random.default_rng(n)
+
+    def power(pairs: int) -> float:
+        draws = rng.normal(target, sd, size=(40_000, pairs))
+        return float((stats.ttest_1samp(draws, 0.0, axis=1).pvalue < 0.05).mean())
+
+    assert power(n) >= 0.8 - 0.01 and power(n - 1) < 0.8
+    assert pairs_for_mde(sd, target / 2) > n  # half the effect needs more orders
+    assert math.isnan(pairs_for_mde(0.0, target)) and math.isnan(pairs_for_mde(math.nan, target))
+
+
+def test_cli_table_paired_plan(tmp_path, capsys):
+    import json
+
+    from replaylab.cli.main import main
+    from replaylab.results.paired import pairs_for_mde
+
+    exp = tmp_path / "exp"
+    for r in rows({"current": [0.30, 0.32, 0.35], "repo": [0.33, 0.33, 0.39]}):
+        d = exp / r["run"]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "done.json").write_text("{}")
+        with open(d / "rows.jsonl", "a") as f:
+            f.write(json.dumps({k: v for k, v in r.items() if k != "status"}) + "\n")
+    assert main(["table", str(exp), "--paired", "current", "--plan", "2"]) == 0
+    out = capsys.readouterr().out
+    sd = math.sqrt(((3 - 8 / 3) ** 2 + (1 - 8 / 3) ** 2 + (4 - 8 / 3) ** 2) / 2)  # the diffs 3, 1, 4 points
+    needed = int(pairs_for_mde(sd, 2.0))
+    assert "pairs for MDE <= 2" in out and f"| {needed} " in out and needed > 3
+    assert main(["table", str(exp), "--plan", "2"]) == 2  # without --paired the flag would do nothing
+    assert "needs --paired" in capsys.readouterr().err

@@ -67,6 +67,23 @@ def minimum_detectable_effect(sd: float, n: int, power: float = 0.8, alpha: floa
     return float(optimize.brentq(lambda e: paired_power(e, sd, n, alpha) - power, 0.0, upper, xtol=1e-10 * sd))
 
 
+def pairs_for_mde(sd: float, target: float, power: float = 0.8, alpha: float = 0.05, most: int = 100_000) -> float:
+    """The fewest pairs at which the MDE for this spread is at most `target`: a sweep's planning
+    number (how many data orders a table needs), projected from the spread observed so far. nan when
+    the spread is unknown (fewer than 2 pairs, sd 0) or `most` pairs would not do."""
+    if not (sd > 0 and math.isfinite(sd) and target > 0):
+        return math.nan
+    if minimum_detectable_effect(sd, most, power, alpha) > target:
+        return math.nan
+    lo, hi = 1, 2  # the MDE falls as pairs are added: double, then bisect (lo fails, hi meets)
+    while minimum_detectable_effect(sd, hi, power, alpha) > target:
+        lo, hi = hi, min(2 * hi, most)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if minimum_detectable_effect(sd, mid, power, alpha) <= target else (mid, hi)
+    return float(hi)
+
+
 def compare(values, reference, scale: float, level: float, power: float, alpha: float) -> dict[str, float]:
     """Paired difference of two Series indexed by (order, seed): mean, sd, interval, pairs and MDE."""
     pairs = reference.index.intersection(values.index)
@@ -88,9 +105,11 @@ def verdict(lo: float, hi: float, mde: float) -> str:
 
 def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("avg@k",),
                  benchmarks: Sequence[str] | None = ("mean",), block: str | None = "budget", update: str | int = "final",
-                 level: float = 0.95, power: float = 0.8, alpha: float = 0.05) -> pd.DataFrame:
+                 level: float = 0.95, power: float = 0.8, alpha: float = 0.05, plan: float | None = None) -> pd.DataFrame:
     """One row per (block, strategy other than `reference`, benchmark, metric): the paired difference
-    to the reference (percent points for accuracy metrics), its interval, n pairs, the MDE and a verdict."""
+    to the reference (percent points for accuracy metrics), its interval, n pairs, the MDE and a verdict.
+    With `plan` (an effect, in the difference's units) each row also gets `pairs_needed`: the fewest
+    pairs (data orders) at which its MDE would be at most `plan`, projected from its observed spread."""
     import pandas as pd
 
     runs = run_index(df)
@@ -124,7 +143,11 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
                                 "notes": f"unpaired (order, seed): {unpaired}" if unpaired else ""})
     out += control_rows(df, runs, reference, metrics, benches, block, level, power, alpha, update)
     table = pd.DataFrame(out)
-    table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block,
+    if plan is not None:
+        if not plan > 0:
+            raise ValueError(f"--plan {plan}: the effect to plan for must be positive")
+        table["pairs_needed"] = [pairs_for_mde(sd, plan, power, alpha) for sd in table["sd"]]
+    table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block, plan=plan,
                        tail=int(chosen["eval_tail"].max()) if update == "final" and "eval_tail" in chosen.columns else 1)
     return table
 
@@ -206,6 +229,13 @@ def paired_markdown(table: pd.DataFrame, title: str) -> str:
                     for d, lo, hi in zip(table["diff"], table["ci_low"], table["ci_high"])],
         MDE=[f"{m:.1f}" if math.isfinite(m) else "-" for m in table["mde"]])
     cols = ["block", "strategy", "benchmark", "metric", "difference", "n_pairs", "MDE", "verdict", "notes"]
+    if a.get("plan") is not None:
+        planned = f"pairs for MDE <= {a['plan']:g}"
+        shown[planned] = [f"{n:.0f}" if math.isfinite(n) else "-" for n in table["pairs_needed"]]
+        cols.insert(cols.index("MDE") + 1, planned)
+        lines[1] += (f"; pairs for MDE <= {a['plan']:g} = the fewest data orders (pairs) at which the MDE would be at "
+                     f"most {a['plan']:g}, projected from the spread observed here (a planning number: the spread is "
+                     "itself estimated from these pairs)")
     lines.append(shown[cols].to_markdown(index=False, disable_numparse=True))
     failed = table[table["verdict"].astype(str).str.startswith("CONTROL NOT")]
     if len(failed):

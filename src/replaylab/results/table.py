@@ -88,6 +88,9 @@ def cmd_table(args: argparse.Namespace) -> int:
     benchmarks = _split(args.benchmark) or (["mean"] if columns_metric else None)
     by = _split(args.by)
     update = args.update
+    if args.plan is not None and not args.paired:
+        print("replaylab table: --plan projects paired MDEs: it needs --paired REF", file=sys.stderr)
+        return 2
     try:
         df = load_source(args.source)
         if args.experiment:
@@ -98,7 +101,7 @@ def cmd_table(args: argparse.Namespace) -> int:
             from replaylab.results.paired import paired_table
 
             table = paired_table(df, args.paired, metrics=metrics, benchmarks=benchmarks or ["mean"],
-                                 block=args.block or None, update=update)
+                                 block=args.block or None, update=update, plan=args.plan)
         else:
             table = build_table(df, metrics=metrics, benchmarks=benchmarks, by=by, block=args.block or None, update=update)
     except (NoRowsError, ValueError, KeyError) as e:
@@ -147,6 +150,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--block", default="budget", help="one table block per value of this column ('' for none)")
     p.add_argument("--paired", metavar="REF", help="instead: each strategy's difference to strategy REF, paired by data "
                                                    "order and seed, with its 95%% interval and minimum detectable effect")
+    p.add_argument("--plan", type=float, metavar="EFFECT",
+                   help="with --paired: add each row's projected number of data orders (pairs) at which its MDE would "
+                        "be at most EFFECT (points for accuracy), from the spread observed so far")
     p.add_argument("--update", default="final", type=_update_arg,
                    help="'final' (each finished run's last eval, or the mean over its eval.tail last ones) or an update number")
     p.add_argument("--experiment", help="keep only rows of this experiment (useful for wandb sources)")
