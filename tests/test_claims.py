@@ -269,3 +269,29 @@ def test_every_claim_reads_a_sweep_that_runs_its_arms_and_make_tiny_claims_runs_
         arms = {arm["strategy"] for c in CLAIMS if c.sweep == sweep for check in c.checks
                 for arm in (check.arm, check.against)} | ({CONTROLS[sweep]} if sweep in CONTROLS else set())
         assert arms <= names, (sweep, arms - names)
+
+
+def test_a_not_uniform_claim_reads_its_checks_as_for_or_against_it(tmp_path, monkeypatch):
+    """"X is not uniformly better" with X better in every check: the claim is contradicted, and its checks
+    must read "higher (against the claim)", not "reproduced" under a contradicted claim; one check where
+    X is not better reproduces the claim and reads "not higher (for the claim)"."""
+    from replaylab.results import tiny_claims
+    from replaylab.results.claims import check_reading
+
+    base = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31], [0.30, 0.36, 0.40]]
+    new = [[0.30, 0.40, 0.41], [0.31, 0.38, 0.40], [0.29, 0.35, 0.37], [0.30, 0.41, 0.45]]
+    write_sweep(tmp_path / "runs" / "demo", runs({"current": base, "new": new}))
+    uniform = Claim("Demo", "new is not uniformly better", "demo", (higher("final"), higher("first", update="first")),
+                    combine="not_uniform")
+    monkeypatch.setattr(tiny_claims, "CLAIMS", (uniform,))
+    monkeypatch.setattr(tiny_claims, "CONTROLS", {"demo": "current"})
+    out = tmp_path / "claims.md"
+    assert main(["claims", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "verdict **contradicted**" in text
+    checks = text.split("### Demo: new is not uniformly better")[1]
+    assert checks.count("higher (against the claim)") == 2 and "| reproduced" not in checks
+    assert check_reading(uniform, uniform.checks[0], "contradicted") == ("not higher (for the claim)", "for")
+    assert check_reading(uniform, uniform.checks[0], "inconclusive") == ("inconclusive", None)
+    plain = Claim("Demo", "new beats current", "demo", (higher(),))
+    assert check_reading(plain, plain.checks[0], "reproduced") == ("reproduced", "for")

@@ -216,6 +216,21 @@ def run_check(df: pd.DataFrame, check: Check, level: float = 0.95, power: float 
     return row
 
 
+def check_reading(claim: Claim, check: Check, verdict: str) -> tuple[str, str | None]:
+    """What one check's verdict says about its claim: (text, "for" / "against" / None). For a plain claim
+    the check's verdict is the reading; for a not_uniform claim ("X is not uniformly better") a check
+    whose expectation held counts against the claim, so the text names the direction found instead
+    of calling it "reproduced" under a contradicted claim."""
+    if verdict not in ("reproduced", "contradicted"):
+        return verdict, None
+    if claim.combine != "not_uniform":
+        return verdict, "for" if verdict == "reproduced" else "against"
+    expected = check.expect.replace("_", " ")
+    if verdict == "reproduced":
+        return f"{expected} (against the claim)", "against"
+    return f"not {expected} (for the claim)", "for"
+
+
 def claim_verdict(claim: Claim, verdicts: list[str]) -> str:
     if not verdicts or any(v == "too few pairs" for v in verdicts):
         return "not run" if not verdicts or all(v == "too few pairs" for v in verdicts) else "inconclusive"

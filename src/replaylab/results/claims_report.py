@@ -18,7 +18,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from replaylab.results.claims import Claim, claim_verdict, run_check
+from replaylab.results.claims import Claim, check_reading, claim_verdict, run_check
 
 
 def _fmt(d: float, lo: float, hi: float) -> str:
@@ -74,16 +74,16 @@ def claim_figure(record: dict[str, Any], path: Path) -> Path:
     # one row per check, each with its own x axis: checks of one claim may measure different units
     fig, axes = plt.subplots(len(results), 1, figsize=(7.5, 0.95 * len(results) + 1.2), squeeze=False)
     for ax, check, r in zip(axes[:, 0], claim.checks, results):
+        reading, stance = check_reading(claim, check, r["verdict"])
         ax.scatter(r["diffs"], [0] * len(r["diffs"]), color="0.55", s=14, zorder=2)
         if math.isfinite(r["ci_low"]):
             ax.errorbar([r["diff"]], [0], xerr=[[r["diff"] - r["ci_low"]], [r["ci_high"] - r["diff"]]], fmt="o",
-                        color="C3" if r["verdict"] == "contradicted" else "C2" if r["verdict"] == "reproduced" else "C0",
-                        capsize=3, zorder=3)
+                        color={"against": "C3", "for": "C2"}.get(stance, "C0"), capsize=3, zorder=3)
         for x in ({"higher": [check.effect], "lower": [-check.effect], "not_higher": [check.effect],
                    "same": [-check.effect, check.effect]}[check.expect]):
             ax.axvline(x, color="0.3", ls=":", lw=1)
         ax.axvline(0, color="k", lw=0.8)
-        ax.set_yticks([0], [f"{check.label}\n[{check.expect}; {r['verdict']}]"], fontsize=7)
+        ax.set_yticks([0], [f"{check.label}\n[expected {check.expect.replace('_', ' ')}; {reading}]"], fontsize=7)
     axes[-1, 0].set_xlabel("paired difference\n(dots: data orders; bar: mean and 95% interval; dotted: effect that "
                            "matters)", fontsize=8)
     fig.suptitle("\n".join(textwrap.wrap(f"{claim.paper}: {claim.statement} — {record['verdict']}", 70)), fontsize=9)
@@ -122,8 +122,10 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
     lines += ["## Checks", ""]
     for i, rec in enumerate(records):
         claim = rec["claim"]
-        lines += [f"### {claim.paper}: {claim.statement}", "", f"sweep `{claim.sweep}`; verdict **{rec['verdict']}**"
-                  + (f" (combined: {claim.combine})" if claim.combine != "all" else ""), ""]
+        lines += [f"### {claim.paper}: {claim.statement}", "", f"sweep `{claim.sweep}`; verdict **{rec['verdict']}**", ""]
+        if claim.combine == "not_uniform":
+            lines += ["Each check asks whether the first arm is better; the claim (not uniformly better) holds when "
+                      "some check finds it is not, and is contradicted when every check finds it is.", ""]
         if claim.note:
             lines += [f"Note: {claim.note}", ""]
         if not rec["checks"]:
@@ -133,7 +135,7 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
                  "difference [95% CI]": _fmt(r["diff"], r["ci_low"], r["ci_high"]), "pairs": r["n_pairs"],
                  "MDE": f"{r['mde']:.2f}" if math.isfinite(r["mde"]) else "-",
                  "comparison mean": f"{r['against_mean']:.2f}" if math.isfinite(r["against_mean"]) else "-",
-                 "verdict": r["verdict"]} for c, r in zip(claim.checks, rec["checks"])]
+                 "verdict": check_reading(claim, c, r["verdict"])[0]} for c, r in zip(claim.checks, rec["checks"])]
         lines += [pd.DataFrame(rows).to_markdown(index=False), ""]
         if i in figures:
             lines += [f"![{claim.statement}]({figures[i].name})", ""]
