@@ -295,3 +295,8 @@ def test_a_not_uniform_claim_reads_its_checks_as_for_or_against_it(tmp_path, mon
     assert check_reading(uniform, uniform.checks[0], "inconclusive") == ("inconclusive", None)
     plain = Claim("Demo", "new beats current", "demo", (higher(),))
     assert check_reading(plain, plain.checks[0], "reproduced") == ("reproduced", "for")
+    for expect, found, opposite in (("lower", "lower", "not lower"), ("not_higher", "not higher", "higher"),
+                                    ("same", "same", "different")):
+        claim = Claim("Demo", "s", "demo", (higher(expect=expect),), combine="not_uniform")
+        assert check_reading(claim, claim.checks[0], "reproduced") == (f"{found} (against the claim)", "against")
+        assert check_reading(claim, claim.checks[0], "contradicted") == (f"{opposite} (for the claim)", "for")

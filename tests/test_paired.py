@@ -142,6 +142,8 @@ def test_pairs_for_mde_is_the_fewest_pairs_with_eighty_percent_power(sd, target)
     assert power(n) >= 0.8 - 0.01 and power(n - 1) < 0.8
     assert pairs_for_mde(sd, target / 2) > n  # half the effect needs more orders
     assert math.isnan(pairs_for_mde(0.0, target)) and math.isnan(pairs_for_mde(math.nan, target))
+    assert pairs_for_mde(sd, target, most=n) == n and pairs_for_mde(sd, target, most=n - 1) == math.inf
+    assert pairs_for_mde(sd, target, most=1) == math.inf  # one pair has no MDE at all
 
 
 def test_cli_table_paired_plan(tmp_path, capsys):
@@ -164,3 +166,6 @@ def test_cli_table_paired_plan(tmp_path, capsys):
     assert "pairs for MDE <= 2" in out and f"| {needed} " in out and needed > 3
     assert main(["table", str(exp), "--plan", "2"]) == 2  # without --paired the flag would do nothing
     assert "needs --paired" in capsys.readouterr().err
+    for bad in ("0", "-1", "inf", "nan"):
+        assert main(["table", str(exp), "--paired", "current", "--plan", bad]) == 2
+        assert "must be a positive number" in capsys.readouterr().err

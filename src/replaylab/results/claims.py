@@ -216,6 +216,11 @@ def run_check(df: pd.DataFrame, check: Check, level: float = 0.95, power: float 
     return row
 
 
+# What a reproduced / contradicted check found, by expectation (for the not_uniform reading)
+OUTCOMES = {"higher": ("higher", "not higher"), "lower": ("lower", "not lower"),
+            "not_higher": ("not higher", "higher"), "same": ("same", "different")}
+
+
 def check_reading(claim: Claim, check: Check, verdict: str) -> tuple[str, str | None]:
     """What one check's verdict says about its claim: (text, "for" / "against" / None). For a plain claim
     the check's verdict is the reading; for a not_uniform claim ("X is not uniformly better") a check
@@ -225,10 +230,10 @@ def check_reading(claim: Claim, check: Check, verdict: str) -> tuple[str, str | 
         return verdict, None
     if claim.combine != "not_uniform":
         return verdict, "for" if verdict == "reproduced" else "against"
-    expected = check.expect.replace("_", " ")
+    found, opposite = OUTCOMES[check.expect]
     if verdict == "reproduced":
-        return f"{expected} (against the claim)", "against"
-    return f"not {expected} (for the claim)", "for"
+        return f"{found} (against the claim)", "against"
+    return f"{opposite} (for the claim)", "for"
 
 
 def claim_verdict(claim: Claim, verdicts: list[str]) -> str:

@@ -83,7 +83,7 @@ def claim_figure(record: dict[str, Any], path: Path) -> Path:
                    "same": [-check.effect, check.effect]}[check.expect]):
             ax.axvline(x, color="0.3", ls=":", lw=1)
         ax.axvline(0, color="k", lw=0.8)
-        ax.set_yticks([0], [f"{check.label}\n[expected {check.expect.replace('_', ' ')}; {reading}]"], fontsize=7)
+        ax.set_yticks([0], [f"{check.label}\n[tests: {check.expect.replace('_', ' ')}; {reading}]"], fontsize=7)
     axes[-1, 0].set_xlabel("paired difference\n(dots: data orders; bar: mean and 95% interval; dotted: effect that "
                            "matters)", fontsize=8)
     fig.suptitle("\n".join(textwrap.wrap(f"{claim.paper}: {claim.statement} — {record['verdict']}", 70)), fontsize=9)
@@ -122,10 +122,12 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
     lines += ["## Checks", ""]
     for i, rec in enumerate(records):
         claim = rec["claim"]
-        lines += [f"### {claim.paper}: {claim.statement}", "", f"sweep `{claim.sweep}`; verdict **{rec['verdict']}**", ""]
+        lines += [f"### {claim.paper}: {claim.statement}", "",
+                  f"sweep `{claim.sweep}`; verdict **{rec['verdict']}**", ""]
         if claim.combine == "not_uniform":
-            lines += ["Each check asks whether the first arm is better; the claim (not uniformly better) holds when "
-                      "some check finds it is not, and is contradicted when every check finds it is.", ""]
+            lines += ["Each check tests its expectation (the first arm better); the claim (not uniformly better) holds "
+                      "when some check finds the opposite, is contradicted when every check finds the expectation, and "
+                      "is inconclusive otherwise.", ""]
         if claim.note:
             lines += [f"Note: {claim.note}", ""]
         if not rec["checks"]:

@@ -69,12 +69,12 @@ def minimum_detectable_effect(sd: float, n: int, power: float = 0.8, alpha: floa
 
 def pairs_for_mde(sd: float, target: float, power: float = 0.8, alpha: float = 0.05, most: int = 100_000) -> float:
     """The fewest pairs at which the MDE for this spread is at most `target`: a sweep's planning
-    number (how many data orders a table needs), projected from the spread observed so far. nan when
-    the spread is unknown (fewer than 2 pairs, sd 0) or `most` pairs would not do."""
+    number (how many data orders, times seeds, a table needs), projected from the spread observed so
+    far. nan when the spread is unknown (fewer than 2 pairs, sd 0); inf when `most` pairs would not do."""
     if not (sd > 0 and math.isfinite(sd) and target > 0):
         return math.nan
-    if minimum_detectable_effect(sd, most, power, alpha) > target:
-        return math.nan
+    if most < 2 or not minimum_detectable_effect(sd, most, power, alpha) <= target:
+        return math.inf
     lo, hi = 1, 2  # the MDE falls as pairs are added: double, then bisect (lo fails, hi meets)
     while minimum_detectable_effect(sd, hi, power, alpha) > target:
         lo, hi = hi, min(2 * hi, most)
@@ -112,6 +112,8 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
     pairs (data orders) at which its MDE would be at most `plan`, projected from its observed spread."""
     import pandas as pd
 
+    if plan is not None and not (math.isfinite(plan) and plan > 0):
+        raise ValueError(f"plan={plan}: the effect to plan for must be a positive number")
     runs = run_index(df)
     if reference not in set(runs["strategy"]):
         raise ValueError(f"--paired {reference}: no such strategy; strategies: {sorted(set(runs['strategy']), key=str)}")
@@ -144,8 +146,6 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
     out += control_rows(df, runs, reference, metrics, benches, block, level, power, alpha, update)
     table = pd.DataFrame(out)
     if plan is not None:
-        if not plan > 0:
-            raise ValueError(f"--plan {plan}: the effect to plan for must be positive")
         table["pairs_needed"] = [pairs_for_mde(sd, plan, power, alpha) for sd in table["sd"]]
     table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block, plan=plan,
                        tail=int(chosen["eval_tail"].max()) if update == "final" and "eval_tail" in chosen.columns else 1)
@@ -231,11 +231,12 @@ def paired_markdown(table: pd.DataFrame, title: str) -> str:
     cols = ["block", "strategy", "benchmark", "metric", "difference", "n_pairs", "MDE", "verdict", "notes"]
     if a.get("plan") is not None:
         planned = f"pairs for MDE <= {a['plan']:g}"
-        shown[planned] = [f"{n:.0f}" if math.isfinite(n) else "-" for n in table["pairs_needed"]]
+        shown[planned] = [f"{n:.0f}" if math.isfinite(n) else "> 100000" if n == math.inf else "-"
+                          for n in table["pairs_needed"]]
         cols.insert(cols.index("MDE") + 1, planned)
-        lines[1] += (f"; pairs for MDE <= {a['plan']:g} = the fewest data orders (pairs) at which the MDE would be at "
-                     f"most {a['plan']:g}, projected from the spread observed here (a planning number: the spread is "
-                     "itself estimated from these pairs)")
+        lines[1] += (f"; pairs for MDE <= {a['plan']:g} = the fewest pairs (data orders x seeds) at which the MDE "
+                     f"would be at most {a['plan']:g} in the row's units, projected from the spread observed here "
+                     "(a planning number: the spread is itself estimated from these pairs)")
     lines.append(shown[cols].to_markdown(index=False, disable_numparse=True))
     failed = table[table["verdict"].astype(str).str.startswith("CONTROL NOT")]
     if len(failed):

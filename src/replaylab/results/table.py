@@ -151,8 +151,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--paired", metavar="REF", help="instead: each strategy's difference to strategy REF, paired by data "
                                                    "order and seed, with its 95%% interval and minimum detectable effect")
     p.add_argument("--plan", type=float, metavar="EFFECT",
-                   help="with --paired: add each row's projected number of data orders (pairs) at which its MDE would "
-                        "be at most EFFECT (points for accuracy), from the spread observed so far")
+                   help="with --paired: add each row's projected number of pairs (data orders x seeds) at which its MDE "
+                        "would be at most EFFECT, in the row's units (points for accuracy metrics), from the spread "
+                        "observed so far")
     p.add_argument("--update", default="final", type=_update_arg,
                    help="'final' (each finished run's last eval, or the mean over its eval.tail last ones) or an update number")
     p.add_argument("--experiment", help="keep only rows of this experiment (useful for wandb sources)")
