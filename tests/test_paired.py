@@ -88,18 +88,23 @@ def test_pairs_by_order_and_seed_and_names_what_is_unpaired():
     assert math.isnan(paired_interval([1.0])[2]) and math.isnan(minimum_detectable_effect(1.0, 1))
 
 
-def test_cli_table_paired(tmp_path, capsys):
+def write_experiment(exp, records: list[dict]):
+    """The records as finished run directories (rows.jsonl and done.json each) under `exp`."""
     import json
 
-    from replaylab.cli.main import main
-
-    exp = tmp_path / "exp"
-    for r in rows({"current": [0.30, 0.32, 0.35], "repo": [0.33, 0.33, 0.39]}):
+    for r in records:
         d = exp / r["run"]
         d.mkdir(parents=True, exist_ok=True)
         (d / "done.json").write_text("{}")
         with open(d / "rows.jsonl", "a") as f:
             f.write(json.dumps({k: v for k, v in r.items() if k != "status"}) + "\n")
+    return exp
+
+
+def test_cli_table_paired(tmp_path, capsys):
+    from replaylab.cli.main import main
+
+    exp = write_experiment(tmp_path / "exp", rows({"current": [0.30, 0.32, 0.35], "repo": [0.33, 0.33, 0.39]}))
     assert main(["table", str(exp), "--paired", "current"]) == 0
     out = capsys.readouterr().out
     assert "paired differences to current" in out and "+2.7 [-1.1, +6.5]" in out
@@ -147,18 +152,10 @@ def test_pairs_for_mde_is_the_fewest_pairs_with_eighty_percent_power(sd, target)
 
 
 def test_cli_table_paired_plan(tmp_path, capsys):
-    import json
-
     from replaylab.cli.main import main
     from replaylab.results.paired import pairs_for_mde
 
-    exp = tmp_path / "exp"
-    for r in rows({"current": [0.30, 0.32, 0.35], "repo": [0.33, 0.33, 0.39]}):
-        d = exp / r["run"]
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "done.json").write_text("{}")
-        with open(d / "rows.jsonl", "a") as f:
-            f.write(json.dumps({k: v for k, v in r.items() if k != "status"}) + "\n")
+    exp = write_experiment(tmp_path / "exp", rows({"current": [0.30, 0.32, 0.35], "repo": [0.33, 0.33, 0.39]}))
     assert main(["table", str(exp), "--paired", "current", "--plan", "2"]) == 0
     out = capsys.readouterr().out
     sd = math.sqrt(((3 - 8 / 3) ** 2 + (1 - 8 / 3) ** 2 + (4 - 8 / 3) ** 2) / 2)  # the diffs 3, 1, 4 points

@@ -151,11 +151,10 @@ INLINE_BYTES = 16384  # tensors up to this size are pickled inline as bytes
 
 
 def _is_default(name: str, value) -> bool:
-    if value is None:
-        return name in _OPTIONAL
-    if name == "off_policy":
-        return value == OffPolicy()
-    return name == "extras" and value == {}
+    if name not in _DEFAULTS:
+        return False
+    default = _DEFAULTS[name]
+    return value is None if default is None else value == default  # tensor fields all default to None
 
 
 def _to_bytes(t: torch.Tensor) -> tuple[str, tuple[int, ...], bytes | None]:
@@ -177,10 +176,11 @@ def _from_bytes(packed: tuple[str, tuple[int, ...], bytes | None]) -> torch.Tens
     return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
 
 
-_OPTIONAL = frozenset(f.name for f in fields(Sample) if f.default is None)
 # (name, default_factory, default) of every field with a default, computed once: loading calls __setstate__ per sample
 _DEFAULTED = [(f.name, f.default_factory, f.default) for f in fields(Sample)
               if f.default is not MISSING or f.default_factory is not MISSING]
+# each such field's default value, for saving's comparison (a fresh one per sample is built only when loading)
+_DEFAULTS = {name: factory() if factory is not MISSING else default for name, factory, default in _DEFAULTED}
 
 
 @dataclass

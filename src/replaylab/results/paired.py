@@ -67,7 +67,10 @@ def minimum_detectable_effect(sd: float, n: int, power: float = 0.8, alpha: floa
     return float(optimize.brentq(lambda e: paired_power(e, sd, n, alpha) - power, 0.0, upper, xtol=1e-10 * sd))
 
 
-def pairs_for_mde(sd: float, target: float, power: float = 0.8, alpha: float = 0.05, most: int = 100_000) -> float:
+MOST_PAIRS = 100_000  # pairs_for_mde looks no further: beyond it a plan is not a plan
+
+
+def pairs_for_mde(sd: float, target: float, power: float = 0.8, alpha: float = 0.05, most: int = MOST_PAIRS) -> float:
     """The fewest pairs at which the MDE for this spread is at most `target`: a sweep's planning
     number (how many data orders, times seeds, a table needs), projected from the spread observed so
     far. nan when the spread is unknown (fewer than 2 pairs, sd 0); inf when `most` pairs would not do."""
@@ -231,7 +234,7 @@ def paired_markdown(table: pd.DataFrame, title: str) -> str:
     cols = ["block", "strategy", "benchmark", "metric", "difference", "n_pairs", "MDE", "verdict", "notes"]
     if a.get("plan") is not None:
         planned = f"pairs for MDE <= {a['plan']:g}"
-        shown[planned] = [f"{n:.0f}" if math.isfinite(n) else "> 100000" if n == math.inf else "-"
+        shown[planned] = [f"{n:.0f}" if math.isfinite(n) else f"> {MOST_PAIRS}" if n == math.inf else "-"
                           for n in table["pairs_needed"]]
         cols.insert(cols.index("MDE") + 1, planned)
         lines[1] += (f"; pairs for MDE <= {a['plan']:g} = the fewest pairs (data orders x seeds) at which the MDE "
