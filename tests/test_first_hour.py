@@ -46,7 +46,7 @@ def test_a_redirected_run_log_is_short_readable_and_ends_with_its_result(tmp_pat
     assert [re.search(r"eval at update (\d+)", x).group(1) for x in evals] == ["0", "10", "20"]
     assert all("tiny8 mean" in x for x in evals)
     assert any("update 10/20" in x for x in lines), "no periodic status line"
-    [run_dir] = (tmp_path / "runs" / "default").iterdir()
+    [run_dir] = [p.parent for p in (tmp_path / "runs" / "default").glob("*/config.yaml")]
     acc = accuracy_by_update(read_rows(run_dir / "rows.jsonl"))["mean"]
     before, after = f"{100 * acc[0][0]:.1f}%", f"{100 * acc[20][0]:.1f}%"
     summary = text[text.index("replaylab: done"):]

@@ -30,7 +30,8 @@ def test_two_cells_run_in_two_worker_processes(tmp_path):
            f"output_root={out}", *MICRO_WORLD]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    dirs = sorted((out / "default").iterdir())
+    dirs = sorted((out / "default").glob("*/done.json"))
+    dirs = [d.parent for d in dirs]
     assert [d.name.split("-")[1] for d in dirs] == ["current", "initial"]
     pids = {json.loads((d / "done.json").read_text())["pid"] for d in dirs}
     assert len(pids) == 2 and os.getpid() not in pids

@@ -22,7 +22,7 @@ def train_cmd(root, extra):
 
 
 def only_run(root):
-    runs = [p for p in (root / "default").iterdir() if p.is_dir()]
+    runs = [p.parent for p in (root / "default").glob("*/config.yaml")]
     assert len(runs) == 1
     return runs[0]
 

@@ -57,7 +57,7 @@ class FakeRun:
 
 def mirrored_runs(exp: Path, history_style: str = "scan") -> list[FakeRun]:
     runs = []
-    for run_dir in sorted(p for p in exp.iterdir() if p.is_dir()):
+    for run_dir in sorted(p.parent for p in exp.glob("*/config.yaml")):
         run = FakeRun(run_dir, history_style)
         mirror = WandbMirror.__new__(WandbMirror)  # the real log_rows, without wandb.init
         mirror.run = run

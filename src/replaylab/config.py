@@ -293,13 +293,14 @@ class Config:
     rollout: RolloutConfig = knob(MISSING, "group rollout: engine and decoding of training rollouts")
     tiny: TinyWorldConfig = field(default_factory=TinyWorldConfig, metadata={"help": "how the tiny world is built (its hash names the cache entry)"})
     wandb: WandbConfig = field(default_factory=WandbConfig, metadata={"help": "the wandb mirror of the result rows"})
-    order: int = knob(0, "data order: index of a reproducible permutation of the training prompts (-1 = file order); "
-                         "a plain key rather than a group so that `order=0,1,2` sweeps work (Hydra group options cannot be numbers)")
+    order: int = knob(0, "data order: a reproducible permutation of the training prompts (-1 = file order); a plain key, so "
+                         "`order=0,1,2` sweeps work")
     experiment: str = knob("default", "experiment name: groups runs in results and tables")
     output_root: str = knob("runs", "root directory of run directories (each named by its config hash)")
     progress: bool = knob(True, "show a progress bar")
     run_lock_wait: float = knob(0.0, "seconds to wait when another process holds this run's directory (0 = refuse at once)")
     branch: bool = knob(True, "start a run whose first updates are current's from the checkpoint of a sibling run (training/branch.py)")
+    share: bool = knob(True, "read the initial policy's evaluation and rollouts a sibling run wrote (training/shared.py)")
     resume_rows: str = knob("verify", "verify | rebuild: on resume, rows.jsonl must hold exactly the checkpoint's rows (else the "
                                       "run stops, naming the line), or is rewritten from the copy the checkpoint keeps")
 
@@ -311,7 +312,6 @@ class Config:
         check(self.run_lock_wait >= 0, "run_lock_wait", f"must be >= 0, got {self.run_lock_wait}")
         check_choice(self.resume_rows, "resume_rows", ["verify", "rebuild"])
         check_run(self)
-
 
 
 def objective_family(name: str) -> str:

@@ -53,7 +53,7 @@ def _failed(path: Path, e: BaseException) -> StorageError:
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: runs may race to write a shared file
     try:
         with open(tmp, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
@@ -67,7 +67,7 @@ def atomic_write(path: Path, data: bytes | str) -> None:
 
 
 def atomic_torch_save(obj, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: runs may race to write a shared file
     try:
         with open(tmp, "wb") as f:
             torch.save(obj, f)

@@ -67,7 +67,9 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
     from replaylab.training.build import (
         build_components,  # heavy imports only once we know we train
     )
+    from replaylab.results.rows import versions
     from replaylab.training.branch import find_branches
+    from replaylab.training.shared import SharedWork
     from replaylab.training.trainer import Trainer
 
     if D.is_main():
@@ -93,8 +95,9 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
         mirror = WandbMirror(path, ident, OmegaConf.to_container(cfg, resolve=True), obj.wandb.entity, obj.wandb.mode)
         rows.mirrors.append(mirror)
     branches = find_branches(cfg, comp.strategy)  # used only if the run has no checkpoint of its own
+    shared = SharedWork.for_run(cfg, versions())
     try:
-        summary = Trainer(obj, comp, path, rows).run(branches)
+        summary = Trainer(obj, comp, path, rows, shared).run(branches)
     finally:
         comp.grader.close()
         if mirror:

@@ -73,15 +73,25 @@ class RolloutsMixin:
         chunks = [prompts[i : i + per_chunk] for i in starts]
         prefix_chunks = [prefixes[i : i + per_chunk] for i in starts] if prefixes is not None else None
         generator.model_for_scoring()  # distributed: the weight gather is collective, so every rank does it here
-        groups: list[Group] = []
-        with self.ledger.timed("generate" if source == "fresh" else "generate_initial"), self.diverged_if_non_finite():
-            for c in D.shard(list(range(len(chunks)))):
-                seed = derived_seed(*seed_parts, "chunk", c)
-                if prefix_chunks is None:
-                    sampled = generator.generate(chunks[c], params, seed=seed, source=source)
-                else:
-                    sampled = continue_prefixes(generator, chunks[c], prefix_chunks[c], params, seed, source)
-                groups += [Group(p, s) for p, s in zip(chunks[c], sampled)]
+
+        def sample() -> list[Group]:
+            groups: list[Group] = []
+            with self.ledger.timed("generate" if source == "fresh" else "generate_initial"), self.diverged_if_non_finite():
+                for c in D.shard(list(range(len(chunks)))):
+                    seed = derived_seed(*seed_parts, "chunk", c)
+                    if prefix_chunks is None:
+                        sampled = generator.generate(chunks[c], params, seed=seed, source=source)
+                    else:
+                        sampled = continue_prefixes(generator, chunks[c], prefix_chunks[c], params, seed, source)
+                    groups += [Group(p, s) for p, s in zip(chunks[c], sampled)]
+            return groups
+
+        # The initial policy's rollouts are the same in every run of the sweep that asks for these prompts
+        # at this iteration (training/shared.py); the current policy's are this run's own.
+        if source == "initial" and prefixes is None and self.shared is not None:
+            groups = self.shared.initial_rollouts(seed_parts, prompts, params, sample)
+        else:
+            groups = sample()
         if source != "teacher":  # the teacher's own rollouts (a prefix pool) need no teacher scores
             self.score([s for g in groups for s in g.samples])
         return D.all_gather_objects(groups) if D.world_size() > 1 else groups

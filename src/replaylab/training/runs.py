@@ -21,7 +21,7 @@ from replaylab.storage import atomic_torch_save, atomic_write, safe_torch_load
 
 NON_SEMANTIC_KEYS = (
     "progress", "output_root", "wandb", "trainer.checkpoint_every", "trainer.keep_checkpoints",
-    "eval.grader_workers", "run_lock_wait", "resume_rows", "branch",
+    "eval.grader_workers", "run_lock_wait", "resume_rows", "branch", "share",
 )
 
 

@@ -34,6 +34,7 @@ from replaylab.training.progress import Progress
 from replaylab.training.provenance import Provenance
 from replaylab.training.rollouts import RolloutsMixin
 from replaylab.training.schedule import build_scheduler
+from replaylab.training.shared import SharedWork
 from replaylab.training.runs import (
     checkpoint_candidates,
     checkpoint_due,
@@ -49,8 +50,9 @@ from replaylab.types import Group
 log = logging.getLogger(__name__)
 
 class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
-    def __init__(self, cfg, comp: Components, run_dir: Path, rows: RowWriter):
+    def __init__(self, cfg, comp: Components, run_dir: Path, rows: RowWriter, shared: SharedWork | None = None):
         self.cfg, self.c, self.run_dir, self.rows = cfg, comp, run_dir, rows
+        self.shared = shared  # work the sweep's sibling runs share (training/shared.py); None: compute it all here
         t = cfg.trainer
         self.params = [p for p in comp.policy.parameters() if p.requires_grad]
         self.grad_groups = D.GradientGroups(self.params)
@@ -208,10 +210,18 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         summary = {"update": self.update, "iteration": self.iteration, **self.ledger.summary()}
         if self.branched_from:
             summary["branched_from"] = self.branched_from
+        if self.shared is not None and any(self.shared.hits.values()):
+            log.info("replaylab: read from the sweep's shared work instead of computing: %s", self.shared.hits)
         if D.is_main():
             self.rows.verify()  # a run is marked done only if its rows are whole
             mark_done(self.run_dir, summary)
         return summary
+
+    def evaluate_now(self) -> list:
+        """The periodic evaluation; the initial policy's (update 0) is shared with the sweep's other runs."""
+        if self.update == 0 and self.shared is not None:
+            return self.shared.initial_evaluation(lambda: self.c.evaluate(0))
+        return self.c.evaluate(self.update)
 
     def tail_due(self) -> bool:
         """A tail evaluation (eval.tail, eval.tail_every) falls in the updates since the last evaluation."""
@@ -290,7 +300,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
     def run_eval(self) -> None:
         scoring_model = self.c.generator.model_for_scoring()  # distributed: a collective gather; then rank 0 alone
         with self.ledger.timed("eval"), self.diverged_if_non_finite():
-            results = self.c.evaluate(self.update) if self.c.evaluate and D.is_main() else []
+            results = self.evaluate_now() if self.c.evaluate and D.is_main() else []
         D.barrier()
         ledger = self.ledger.summary()
         for benchmark, metrics, n in results:
