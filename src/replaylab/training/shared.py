@@ -69,7 +69,11 @@ class SharedWork:
     def for_run(cls, cfg: DictConfig, versions: str) -> "SharedWork | None":
         from replaylab import parallel as D
 
-        if not cfg.get("share", True) or cfg.trainer.distributed != "none" or D.world_size() != 1:
+        if not cfg.get("share", True):
+            return None
+        if cfg.trainer.distributed != "none" or D.world_size() != 1:
+            if D.is_main():  # ranks would each read and write; like branching, a distributed run does it all itself
+                log.info("replaylab: a distributed run does not share work with its siblings (share=true has no effect)")
             return None
         return cls(Path(cfg.output_root) / cfg.experiment / SHARED_DIR, cfg, versions)
 

@@ -211,7 +211,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         if self.branched_from:
             summary["branched_from"] = self.branched_from
         if self.shared is not None and any(self.shared.hits.values()):
-            log.info("replaylab: read from the sweep's shared work instead of computing: %s", self.shared.hits)
+            log.info("replaylab: %s read from the sweep's shared work instead of computing: %s", self.run_dir.name, self.shared.hits)
         if D.is_main():
             self.rows.verify()  # a run is marked done only if its rows are whole
             mark_done(self.run_dir, summary)
