@@ -18,7 +18,7 @@ def test_opd_run_writes_rows_ledger_and_done(run_train):
     assert [r["update"] for r in train] == [1, 2, 3]
     evals = {(r["update"], r["benchmark"]) for r in rows if r["split"] == "eval" and r["metric"] == "avg@k"}
     assert (0, "tiny8/add2") in evals and (3, "tiny8/add2") in evals
-    assert all(r["config_hash"] and "torch=" in r["versions"] and "ledger_updates" in r for r in rows)
+    assert all(r["config_hash"] and "torch=" in r["versions"] and " cpu=" in r["versions"] and "ledger_updates" in r for r in rows)
     assert json.loads((path / "done.json").read_text())["updates"] == 3
 
 

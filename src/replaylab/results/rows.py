@@ -33,10 +33,30 @@ def code_digest() -> str:
 
 
 def versions() -> str:
-    """Software versions and the matmul kernel that ran (`trainer.matmul=auto` resolves per machine)."""
+    """Software versions, the CPU and the matmul kernel that ran (`trainer.matmul=auto` resolves per
+    machine). The CPU is part of it because CPU float results are bitwise reproducible only on the same
+    CPU model: kernels block and vectorise sums per instruction set and cache sizes, so the same config
+    and seed give other numbers on another CPU (docs/testbed.md measures by how much)."""
     from replaylab.models import kernels
 
-    return f"{_package_versions()} matmul={kernels.active()}"
+    return f"{_package_versions()} cpu={cpu_model()} matmul={kernels.active()}"
+
+
+@lru_cache(maxsize=1)
+def cpu_model() -> str:
+    """The CPU's model name and the vector instruction set torch dispatches to, with no spaces
+    (e.g. `AMD_EPYC_9R45/AVX512`)."""
+    import torch
+
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{'_'.join(name.split()) or 'unknown'}/{torch.backends.cpu.get_cpu_capability()}"
 
 
 @lru_cache(maxsize=1)
