@@ -242,3 +242,25 @@ def test_cli_names_the_path_when_no_rows(tmp_path, capsys):
     assert main(["table", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path / "empty") in err and "no rows found" in err
+
+
+def test_cli_table_says_when_runs_come_from_several_versions(tmp_path, capsys):
+    """Runs of two CPUs (or code versions) are averaged as data orders only with a sentence that says so,
+    naming the differing part of `versions` and how many runs each; one version: no such sentence."""
+    from replaylab.cli.main import main
+
+    exp = write_runs(tmp_path, with_empty_run=False)
+    assert main(["table", str(exp)]) == 0
+    assert "Runs from" not in capsys.readouterr().out
+    moved = 0
+    for rows_file in exp.glob("*/rows.jsonl"):
+        rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+        if rows[0]["order"] == 2:
+            rows_file.write_text("".join(json.dumps({**r, "versions": "test cpu=Other/AVX2"}) + "\n" for r in rows))
+            moved += 1
+    assert moved == 3
+    for args in (["table", str(exp)], ["table", str(exp), "--paired", "current"]):
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        assert "Runs from 2 versions" in out and "3 runs of `cpu=Other/AVX2`" in out and "8 runs of `test`" in out
+    assert "Runs from 2 versions" in (exp / "tables" / "table_avg_at_k.md").read_text()

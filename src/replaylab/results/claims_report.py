@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from replaylab.results.claims import Claim, check_reading, claim_verdict, run_check
+from replaylab.results.frame import versions_note
 
 
 def _fmt(d: float, lo: float, hi: float) -> str:
@@ -155,7 +156,8 @@ def sweep_sizes(frames: dict[str, Any]) -> dict[str, str]:
                       f"{int(df['update'].max())} updates at most, "
                       + (f"{per_set:.0f} problems per evaluation set" if math.isfinite(per_set) else "eval size unknown")
                       + (f"; final values are each run's mean over its last {tail} evaluations (eval.tail)"
-                         if (tail := int(runs["eval_tail"].max())) > 1 else ""))
+                         if (tail := int(runs["eval_tail"].max())) > 1 else "")
+                      + (f". {note}" if (note := versions_note(df)) else ""))
     return out
 
 

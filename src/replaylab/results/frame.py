@@ -150,3 +150,20 @@ def tidy_frame(records: list[dict]) -> pd.DataFrame:
     for col in ("update", "iteration", "value", "n"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     return df
+
+
+def versions_note(df: pd.DataFrame) -> str | None:
+    """A sentence naming the versions (code, libraries, CPU, matmul kernel) a frame's runs came from, when
+    there is more than one: runs reproduce bitwise only within one, so a table that averages across them
+    says how many runs each contributed, by the parts of `versions` that differ."""
+    if "versions" not in df.columns:
+        return None
+    per_run = df.drop_duplicates("run")["versions"].dropna().astype(str)
+    counts = per_run.value_counts()
+    if len(counts) < 2:
+        return None
+    common = set.intersection(*(set(v.split()) for v in counts.index))
+    parts = [f"{n} run{'s' if n > 1 else ''} of `{' '.join(t for t in v.split() if t not in common) or v}`"
+             for v, n in counts.items()]
+    return (f"Runs from {len(counts)} versions (rows' `versions`; numbers reproduce bitwise only within one): "
+            + "; ".join(parts) + ".")

@@ -241,6 +241,8 @@ def paired_markdown(table: pd.DataFrame, title: str) -> str:
                      f"would be at most {a['plan']:g} in the row's units, projected from the spread observed here "
                      "(a planning number: the spread is itself estimated from these pairs)")
     lines.append(shown[cols].to_markdown(index=False, disable_numparse=True))
+    if a.get("versions_note"):
+        lines += ["", a["versions_note"]]
     failed = table[table["verdict"].astype(str).str.startswith("CONTROL NOT")]
     if len(failed):
         lines += ["", f"The known-effect control was not detected in {len(failed)} block(s): this table could not have "
