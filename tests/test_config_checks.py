@@ -33,6 +33,7 @@ SILENT_BEFORE = [
     (["trainer=grpo", "teacher=none", "trainer.opd_coef=2"], "trainer.opd_coef"),
     (["trainer=opd_sampled", "trainer.is_cap=2"], "trainer.is_cap"),  # current never replays
     (["trainer.stat_groups=8"], "trainer.stat_groups"),  # current reads no gradients
+    (["trainer.stat_groups_for_all=true", "trainer.stat_groups=1"], "trainer.stat_groups_for_all"),  # one pass anyway
     (["trainer.sketch_dim=16"], "trainer.sketch_dim"),
     (["strategy=ropd", "trainer.sketch_dim=16"], "trainer.sketch_dim"),  # the norm reading ignores it
     (["strategy=ropd", "strategy.statistic=sketch"], "trainer.sketch_dim"),  # ... and the sketch needs it
@@ -107,6 +108,8 @@ def test_setting_without_effect_is_a_config_error(overrides, key):
     ["eval.temperature=0.6", "eval.samples=4", "eval.top_p=0.95"],
     ["eval.sampled_k=4", "eval.sampled_temperature=0.7"],
     ["trainer.warmup_updates=20", "strategy=ropd"],  # burn-in follows the warm-up
+    ["trainer.stat_groups_for_all=true", "trainer.stat_groups=8"],  # current now splits its update too
+    ["trainer.stat_groups_for_all=true", "strategy=ropd"],  # a sweep-wide setting: ropd splits anyway
 ])
 def test_settings_with_effect_pass(overrides):
     to_object(compose(overrides))

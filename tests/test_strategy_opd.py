@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import load_rows
+from conftest import comparable, load_rows
 from replaylab.replay.base import UpdateStats
 from replaylab.replay.ropd import ROPD, ROPDConfig
 
@@ -120,3 +120,26 @@ def test_ropd_switches_soon_for_a_frozen_student_and_later_for_a_learning_one(ru
     # while it learns, the change is many standard errors (the statistic has power on real gradients)
     first_ratio = min(strategy_rows(learning, "grad_change_ratio").items())[1]
     assert first_ratio > 3
+
+
+def test_stat_groups_for_all_makes_ropd_train_as_current_until_it_switches(run_train):
+    """With trainer.stat_groups_for_all every arm splits its update into the same backward passes, so
+    ropd that has not switched writes current's rows bitwise (its paired difference has no float-order
+    noise); without it, current's single backward sums the gradient in another order and the runs part."""
+    shape = ["budget.max_updates=6", "trainer.eval_every=3"]
+
+    def learning_rows(path):
+        return [r for r in comparable(load_rows(path)) if r["split"] in ("train", "eval")
+                and not r["metric"].startswith(("replay", "phase"))]
+
+    def same(a, b):
+        keep = lambda r: {k: v for k, v in r.items() if k not in ("run", "config_hash", "strategy")}
+        return [keep(r) for r in learning_rows(a)] == [keep(r) for r in learning_rows(b)]
+
+    shared = ["trainer.stat_groups_for_all=true"]
+    _, current = run_train(["strategy=current"] + shared + shape)
+    _, ropd = run_train(["strategy=ropd", "strategy.burn_in=100"] + shared + shape)  # never switches
+    assert strategy_rows(ropd, "switch_iteration") == {}
+    assert len(learning_rows(current)) > 30 and same(current, ropd)
+    _, current_one_backward = run_train(["strategy=current"] + shape)
+    assert not same(current_one_backward, ropd)

@@ -135,6 +135,10 @@ class TrainerConfig:
     minibatches: int = knob(1, "optimizer updates per pass over an iteration's batch (the batch is split into this many)")
     resample_period: int = knob(1, "passes over the same rollouts before fresh sampling (updates between fresh rollouts = minibatches x this)")
     stat_groups: int = knob(4, "gradient groups per update, for strategies that read gradient statistics (ropd); others take one backward per update")
+    stat_groups_for_all: bool = knob(False, "split every strategy's update into trainer.stat_groups backward passes, as the "
+                                            "strategies that read gradient statistics do, so that a sweep's arms share one "
+                                            "update arithmetic: ropd then trains bitwise as current until its switch, and "
+                                            "their paired difference carries no float-order noise (costs the extra passes)")
     micro_batch: int = knob(0, "sequences per loss forward/backward: a gradient group larger than this is cut into "
                                "chunks of similar length whose gradients accumulate (each chunk pads only to its own "
                                "longest row; the same gradient up to float summation order); 0 = one pass per group")

@@ -82,9 +82,11 @@ def check_strategy(cfg, strategy_cls) -> None:
     t = cfg.trainer
     default = defaults_of(t)
     if not strategy_cls.reads_gradients:
-        for key in ("stat_groups", "sketch_dim"):
+        for key in ("sketch_dim",) if t.stat_groups_for_all else ("stat_groups", "sketch_dim"):
             check(getattr(t, key) == default[key], f"trainer.{key}",
                   f"{getattr(t, key)!r} has no effect: strategy {cfg.strategy.name!r} reads no gradient statistics")
+    check(not t.stat_groups_for_all or t.stat_groups > 1, "trainer.stat_groups_for_all",
+          "has no effect with trainer.stat_groups=1: every update is one backward pass anyway")
     if not strategy_cls.replays:
         check(t.is_cap is None, "trainer.is_cap",
               f"{t.is_cap!r} has no effect: strategy {cfg.strategy.name!r} never trains on replayed samples")

@@ -78,8 +78,9 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         self.scorers = Scorers(comp.teacher, comp.grader, comp.tokenizer)
         self.probe: ProbeSet | None = None
         self.branched_from = ""  # "<donor run>@<update>" when the run started from a sibling run's checkpoint
-        # Gradient groups cost extra backward passes; only strategies that read them get them.
-        self.stat_groups = t.stat_groups if comp.strategy.reads_gradients else 1
+        # Gradient groups cost extra backward passes; only strategies that read them get them, unless
+        # the sweep asks every arm to share their update arithmetic (trainer.stat_groups_for_all).
+        self.stat_groups = t.stat_groups if comp.strategy.reads_gradients or t.stat_groups_for_all else 1
 
     # ----------------------------------------------------------------- state
     def state_dict(self, weights: bool = True) -> dict:
