@@ -127,18 +127,14 @@ class TrainerConfig:
     warmup_updates: int = knob(10, "linear warm-up updates (update u of the warm-up steps at lr x (u + 1) / warm-up), then lr_schedule")
     warmup_fraction: float = knob(0.0, "warm-up as a fraction of budget.max_updates, rounded up (TRL/HF warmup_ratio; RePO: 0.1); "
                                        "> 0 replaces warmup_updates, which must then be 0")
-    lr_schedule: str = knob("constant", "after warm-up: constant | cosine (half a cosine from lr to 0 at budget.max_updates, "
-                                        "HF get_cosine_schedule_with_warmup)")
+    lr_schedule: str = knob("constant", "after warm-up: constant | cosine (half a cosine to 0 at budget.max_updates, HF's)")
     grad_clip: float = knob(1.0, "global gradient-norm clip (0 = off)")
     prompts_per_iteration: int = knob(64, "distinct prompts (queries) per rollout iteration")
     samples_per_prompt: int = knob(1, "rollouts per prompt (the GRPO group size)")
     minibatches: int = knob(1, "optimizer updates per pass over an iteration's batch (the batch is split into this many)")
     resample_period: int = knob(1, "passes over the same rollouts before fresh sampling (updates between fresh rollouts = minibatches x this)")
     stat_groups: int = knob(4, "gradient groups per update, for strategies that read gradient statistics (ropd); others take one backward per update")
-    stat_groups_for_all: bool = knob(False, "split every strategy's update into trainer.stat_groups backward passes, as the "
-                                            "strategies that read gradient statistics do, so that a sweep's arms share one "
-                                            "update arithmetic: ropd then trains bitwise as current until its switch, and "
-                                            "their paired difference carries no float-order noise (costs the extra passes)")
+    stat_groups_for_all: bool = knob(False, "every strategy takes stat_groups backward passes per update: ropd then trains bitwise as current until it switches")
     micro_batch: int = knob(0, "sequences per loss forward/backward: a gradient group larger than this is cut into "
                                "chunks of similar length whose gradients accumulate (each chunk pads only to its own "
                                "longest row; the same gradient up to float summation order); 0 = one pass per group")
