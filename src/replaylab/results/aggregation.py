@@ -7,7 +7,7 @@ import math
 import numbers
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from replaylab.results.frame import DONE, NoRowsError
+from replaylab.results.frame import DONE, NoRowsError, versions_note
 from replaylab.results.statistics import t_interval
 
 if TYPE_CHECKING:  # the replaylab CLI imports this module for every subcommand: pandas only when used
@@ -277,7 +277,8 @@ def build_table(df: pd.DataFrame, metrics: str | Sequence[str] = ("avg@k",), ben
                "orders", "missing_orders", *LEDGER, "notes"]
     table = pd.DataFrame(out, columns=columns)
     tail = int(chosen["eval_tail"].max()) if update == "final" and "eval_tail" in chosen.columns and len(chosen) else 1
-    table.attrs.update(keys=keys, block=block_col, by=by, update=update, metrics=metrics, level=level, tail=tail)
+    table.attrs.update(keys=keys, block=block_col, by=by, update=update, metrics=metrics, level=level, tail=tail,
+                       versions_note=versions_note(runs))
     return table
 
 

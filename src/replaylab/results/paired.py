@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from replaylab.results.aggregation import _select_eval, default_by, final_eval, is_accuracy, is_suite_mean, order_benchmarks, run_index
-from replaylab.results.frame import NoRowsError
+from replaylab.results.frame import NoRowsError, versions_note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -151,6 +151,7 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
     if plan is not None:
         table["pairs_needed"] = [pairs_for_mde(sd, plan, power, alpha) for sd in table["sd"]]
     table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block, plan=plan,
+                       versions_note=versions_note(runs),
                        tail=int(chosen["eval_tail"].max()) if update == "final" and "eval_tail" in chosen.columns else 1)
     return table
 

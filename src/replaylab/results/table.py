@@ -26,7 +26,7 @@ from replaylab.results.aggregation import (  # noqa: F401 (re-exported)
     order_benchmarks,
     run_index,
 )
-from replaylab.results.frame import NoRowsError, load_experiment, versions_note
+from replaylab.results.frame import NoRowsError, load_experiment
 from replaylab.results.rendering import (  # noqa: F401 (re-exported)
     describe,
     to_latex,
@@ -107,7 +107,6 @@ def cmd_table(args: argparse.Namespace) -> int:
     except (NoRowsError, ValueError, KeyError) as e:
         print(f"replaylab table: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    table.attrs["versions_note"] = versions_note(df)
     local = args.source.removeprefix("wandb-offline:")
     title = Path(local.rstrip("/")).name
     source_dir = Path(local) if Path(local).is_dir() else Path(local).parent
