@@ -3,6 +3,8 @@ forward and gradients, the choice is checked, and a real run uses (and records) 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -61,15 +63,39 @@ def test_the_choice_is_checked():
         with pytest.raises(ValueError, match=f"trainer.matmul={choice}.*no effect"):
             kernels.use(choice, "cuda")
     assert kernels.use("auto", "cuda") == "blas"
-    assert kernels.use("auto", "cpu") == "onednn"
 
 
-@pytest.mark.parametrize("kernel", ["onednn", "blas"])
-def test_a_run_uses_and_records_the_kernel_it_names(run_train, monkeypatch, kernel):
+def test_auto_picks_the_kernel_by_cpu_vendor(monkeypatch):
+    """oneDNN on AMD (where MKL runs AVX2 code), MKL on Intel (its own AVX-512 path): measured in
+    docs/speed.md. The vendor is read from the same /proc/cpuinfo field a real machine has."""
+    from replaylab.models import cpu
+
+    for vendor, expected in (("AuthenticAMD", "onednn"), ("GenuineIntel", "blas"), (None, "onednn")):
+        monkeypatch.setattr(cpu, "cpuinfo", lambda field, v=vendor: v if field == "vendor_id" else None)
+        assert kernels.use("auto", "cpu") == expected, vendor
+        assert kernels.active() == expected
+    monkeypatch.setattr(kernels, "onednn_available", lambda: False)
+    assert kernels.use("auto", "cpu") == "blas"  # no oneDNN in this torch: BLAS whatever the vendor
+
+
+def test_cpuinfo_reads_the_vendor_and_model_of_this_machine():
+    from replaylab.models import cpu
+
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if "vendor_id" not in text:
+        pytest.skip("no vendor_id in /proc/cpuinfo on this machine")
+    first = next(line for line in text.splitlines() if line.startswith("vendor_id"))
+    assert cpu.vendor() == first.split(":", 1)[1].strip()
+    assert cpu.model_name() and cpu.model_name() != "unknown"
+
+
+@pytest.mark.parametrize("choice", ["onednn", "blas", "auto"])
+def test_a_run_uses_and_records_the_kernel_it_names(run_train, monkeypatch, choice):
+    kernel = kernels.auto_cpu_kernel() if choice == "auto" else choice  # auto: this machine's vendor decides
     calls = []
     real = kernels._mm
     monkeypatch.setattr(kernels, "_mm", lambda *a: calls.append(1) or real(*a))
-    _, run_dir = run_train([f"trainer.matmul={kernel}", "budget.max_updates=1"])
+    _, run_dir = run_train([f"trainer.matmul={choice}", "budget.max_updates=1"])
     assert bool(calls) == (kernel == "onednn")  # decoding, scoring and the update all went through it, or none did
     rows = load_rows(run_dir)
     assert rows and all(r["versions"].endswith(f"matmul={kernel}") for r in rows)

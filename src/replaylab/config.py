@@ -170,8 +170,8 @@ class TrainerConfig:
     device: str = knob("auto", "auto | cpu | cuda")
     distributed: str = knob("none", "none | ddp | fsdp2: how the policy is wrapped under torchrun / submitit tasks (each rank takes its slice of every batch)")
     threads: int = knob(0, "torch CPU threads (0 = torch default)")
-    matmul: str = knob("auto", "float32 CPU matmuls of the lean forward and decoder (models/kernels.py): auto (onednn where "
-                               "this torch has it) | onednn (2-2.4x MKL on AMD processors) | blas (torch's BLAS: MKL on x86)")
+    matmul: str = knob("auto", "float32 CPU matmuls of the lean forward and decoder (models/kernels.py): auto (blas on Intel, "
+                               "onednn elsewhere if torch has it) | onednn (2-2.4x MKL on AMD) | blas (torch's BLAS: MKL on x86)")
 
     def __post_init__(self) -> None:
         p = "trainer."

@@ -3,8 +3,13 @@
 Why: torch's x86 CPU wheels send float32 `F.linear` to MKL's sgemm, which on AMD processors runs an
 AVX2 code path; oneDNN (bundled in the same wheel, the kernels inductor's CPU backend uses) JIT-compiles
 for the processor it finds. On the 2-core AMD EPYC (Zen 5, AVX-512) this project's CI and sessions
-run on, oneDNN ran the tiny models' projections at ~220 GFLOP/s per thread against MKL's ~90 (a
+ran on, oneDNN ran the tiny models' projections at ~220 GFLOP/s per thread against MKL's ~90 (a
 3600 x 128 x 768 forward 3.2 vs 8.1 ms on one thread; forward and backward 12 vs 23 ms; docs/speed.md).
+On an Intel Xeon (AVX-512, 2 cores), where MKL runs its own AVX-512 code, it is the other way round:
+BLAS took 0.82-0.86 of oneDNN's time per OPD, GRPO and tinylong iteration and 0.71 per decode step
+(`benchmarks/bench_matmul_kernel.py`, docs/speed.md). So `auto` picks by vendor, which is a fixed
+property of the machine: a timing probe would choose differently from run to run and so give the
+same config and seed other numbers.
 
 `onednn` computes the same products with another summation order: equal bit for bit when the inner
 dimension is at most 128 and within float rounding (~1e-7 relative) above, so a run's numbers drift
@@ -22,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from replaylab.models import cpu
+
 CHOICES = ("auto", "onednn", "blas")
 
 
@@ -33,24 +40,29 @@ def onednn_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
+def auto_cpu_kernel() -> str:
+    """`auto` on a CPU: BLAS on Intel processors (MKL's own code path), oneDNN elsewhere where it exists."""
+    return "onednn" if onednn_available() and cpu.vendor() != "GenuineIntel" else "blas"
+
+
 # What a process that never calls `use` runs (a standalone evaluation, a benchmark): auto on a CPU.
-_active = "onednn" if onednn_available() else "blas"
+_active = auto_cpu_kernel()
 
 
 def use(choice: str, device: torch.device | str = "cpu") -> str:
     """Select the matmul kernel for `trainer.matmul=choice` on `device`; returns the one selected.
-    auto: oneDNN where this torch build has it and the device is a CPU, else torch's BLAS."""
+    auto: on a CPU `auto_cpu_kernel()` (by vendor), else torch's BLAS."""
     global _active
     if choice not in CHOICES:
         raise ValueError(f"trainer.matmul must be one of {CHOICES}, got {choice!r}")
-    cpu = torch.device(device).type == "cpu"
-    if choice != "auto" and not cpu:
+    on_cpu = torch.device(device).type == "cpu"
+    if choice != "auto" and not on_cpu:
         raise ValueError(f"trainer.matmul={choice} selects a CPU kernel, which has no effect on device {device}: use auto")
     if choice == "onednn":
         if not onednn_available():
             raise KernelUnavailable("trainer.matmul=onednn: this torch build has no oneDNN linear kernel "
                                     "(torch.ops.mkldnn._linear_pointwise); use auto or blas")
-    _active = "onednn" if choice == "onednn" or (choice == "auto" and cpu and onednn_available()) else "blas"
+    _active = (auto_cpu_kernel() if on_cpu else "blas") if choice == "auto" else choice
     return _active
 
 

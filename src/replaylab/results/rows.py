@@ -48,15 +48,9 @@ def cpu_model() -> str:
     (e.g. `AMD_EPYC_9R45/AVX512`)."""
     import torch
 
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{'_'.join(name.split()) or 'unknown'}/{torch.backends.cpu.get_cpu_capability()}"
+    from replaylab.models import cpu
+
+    return f"{'_'.join(cpu.model_name().split()) or 'unknown'}/{torch.backends.cpu.get_cpu_capability()}"
 
 
 @lru_cache(maxsize=1)
