@@ -50,7 +50,7 @@ def cpu_model() -> str:
 
     from replaylab.models import cpu
 
-    return f"{'_'.join(cpu.model_name().split()) or 'unknown'}/{torch.backends.cpu.get_cpu_capability()}"
+    return f"{'_'.join(cpu.model_name().split())}/{torch.backends.cpu.get_cpu_capability()}"
 
 
 @lru_cache(maxsize=1)
