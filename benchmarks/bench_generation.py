@@ -1,6 +1,6 @@
 """Rollout throughput: rollout=fast (FastGenerator) vs rollout=hf (HFGenerator), generated tokens per second.
 
-Both sample from the tiny student (float32, CPU) for the same 64 rendered tiny_arith training prompts
+Both sample from the tiny student (float32, on `--device`, default the CPU) for the same 64 rendered tiny_arith training prompts
 (`training_rows` + `render_prompts`, the trainer's own prompt path), one sequence each, up to 64 new
 tokens, temperature 1.0, through `generator.generate(prompts, SamplingParams(64, temperature=1.0), seed)`
 with the same seeds on both sides, `--threads` torch threads (default 2). Each side runs in a fresh
@@ -16,6 +16,7 @@ and their median; the per-token median is the speed-up of rollout=fast in tokens
 Target: at least 4x in generated tokens per second.
 
     python benchmarks/bench_generation.py [--pairs 5] [--mode both|natural|fixed] [--repeats 3] [--threads 2]
+                                          [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def side(engine: str):
         from replaylab.tasks.datasets import render_prompts, training_rows
 
         path = str(ensure_tiny_world(progress=False) / "student")
-        tokenizer, model = load_tokenizer(path), load_causal_lm(path, "float32").eval()
+        tokenizer, model = load_tokenizer(path), load_causal_lm(path, "float32").eval().to(args.device)
         prompts = render_prompts(training_rows("tiny_arith", args.sequences, 1, None), tokenizer, "", False)
         generator = (FastGenerator if engine == "fast" else HFGenerator)(model, tokenizer)
         params = SamplingParams(args.max_new_tokens, temperature=1.0, ignore_eos=args.mode == "fixed")
@@ -63,13 +64,15 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--repeats", type=int, default=3, help="measured generate calls per run")
     p.add_argument("--warmup", type=int, default=1, help="generate calls before timing")
+    # Both engines return CPU tensors, so each timed call ends after the GPU finished its work.
+    p.add_argument("--device", default="cpu", help="where the student runs: cpu | cuda")
     args = p.parse_args()
     if args.side:
         return alternate.run_side(args, SIDES)
     results = []
     for mode in (["natural", "fixed"] if args.mode == "both" else [args.mode]):
         title = (f"Generation ({mode} lengths): rollout=hf vs rollout=fast, tiny student, {args.sequences} sequences x "
-                 f"<= {args.max_new_tokens} tokens, {args.threads} threads")
+                 f"<= {args.max_new_tokens} tokens, {args.threads} threads, on {args.device}")
         results.append(alternate.parent(__file__, args, "hf", "fast", title, ("--mode", mode),
                                         target=("ratio_token", ">=", 4.0)))
         print()

@@ -33,13 +33,24 @@ def code_digest() -> str:
 
 
 def versions() -> str:
-    """Software versions, the CPU and the matmul kernel that ran (`trainer.matmul=auto` resolves per
-    machine). The CPU is part of it because CPU float results are bitwise reproducible only on the same
-    CPU model: kernels block and vectorise sums per instruction set and cache sizes, so the same config
-    and seed give other numbers on another CPU (docs/testbed.md measures by how much)."""
+    """Software versions, the CPU, the matmul kernel that ran (`trainer.matmul=auto` resolves per
+    machine) and the GPU if the run used one. The CPU is part of it because CPU float results are
+    bitwise reproducible only on the same CPU model: kernels block and vectorise sums per instruction
+    set and cache sizes, so the same config and seed give other numbers on another CPU
+    (docs/testbed.md measures by how much)."""
     from replaylab.models import kernels
 
-    return f"{_package_versions()} cpu={cpu_model()} matmul={kernels.active()}"
+    return f"{_package_versions()} cpu={cpu_model()} matmul={kernels.active()}{gpu_model()}"
+
+
+def gpu_model() -> str:
+    """` gpu=<name>/cuda<version>` (e.g. ` gpu=NVIDIA_H200/cuda13.0`) once this process has put work on
+    a CUDA device, else empty: a CPU run on a machine that has a GPU says nothing of it."""
+    import torch
+
+    if not torch.cuda.is_initialized():
+        return ""
+    return f" gpu={'_'.join(torch.cuda.get_device_name().split())}/cuda{torch.version.cuda}"
 
 
 @lru_cache(maxsize=1)
