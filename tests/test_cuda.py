@@ -97,6 +97,7 @@ def test_sigkill_then_rerun_on_cuda_continues_the_run(tmp_path):
     assert not (run / "done.json").exists(), "the run finished before it could be killed"
     subprocess.run(train_cmd(killed, extra), check=True, capture_output=True)
     got = comparable(load_rows(run))
+    print(f"CUDA kill-and-rerun rows bitwise equal to the uninterrupted run's: {got == expected}")
     key = lambda r: {k: v for k, v in r.items() if k != "value"}  # noqa: E731
     assert [key(r) for r in got] == [key(r) for r in expected]
     for a, b in zip(got, expected):

@@ -30,7 +30,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers',
 transformers.__version__, 'gpu', torch.cuda.get_device_name() if torch.cuda.is_available() else None)"
 
-step pytest_gpu 200 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_cuda.py tests/test_vllm_gpu.py \
+step pytest_gpu 200 $PY -m pytest -q -s -m gpu -p no:cacheprovider tests/test_cuda.py tests/test_vllm_gpu.py \
   tests/test_teacher_server.py
 RUN=(wandb.enabled=false progress=false trainer.device=${DEVICE:-cuda} trainer.checkpoint_every=0 output_root=/tmp/gpu_check_runs)
 step opd_cuda 130 $PY -m replaylab.train trainer=opd budget.max_updates=200 trainer.eval_every=100 "${RUN[@]}"
