@@ -55,7 +55,9 @@ def test_sampled_logprobs_are_the_trainers_recomputation_on_cuda(tok):
     model = _model("qwen3", tok).cuda()
     prompts, params = _prompts(tok), SamplingParams(max_new_tokens=20, temperature=1.0, n=4)
     gen = FastGenerator(model, tok)
+    state = torch.cuda.get_rng_state()
     samples = _flat(gen.generate(prompts, params, seed=3))
+    assert torch.equal(torch.cuda.get_rng_state(), state), "generating changed the caller's CUDA random state"
     again = _flat(gen.generate(prompts, params, seed=3))
     assert all(torch.equal(a.response_ids, b.response_ids) for a, b in zip(samples, again)), "seeded CUDA sampling differs"
     recomputed = score_logprobs(model, samples, tok.pad_token_id, 64)

@@ -75,7 +75,10 @@ def generate_in_chunks(prompts: list[Prompt], params: SamplingParams, seed: int,
     regrouped per prompt in input order."""
     flat = [p for p in prompts for _ in range(params.n)]
     out: list[Sample] = []
-    with torch.random.fork_rng(devices=[]):
+    # manual_seed seeds every device's generator: fork the CUDA ones too, so that generating leaves the
+    # caller's random state as it was on a GPU as on the CPU.
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(seed)
         for start in range(0, len(flat), micro_batch):
             out.extend(decode(flat[start : start + micro_batch], start))
