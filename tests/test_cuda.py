@@ -7,21 +7,17 @@ from __future__ import annotations
 
 import copy
 import math
-import os
-import signal
-import subprocess
-import time
 
 import pytest
 import torch
 
-from conftest import comparable, load_rows
+from conftest import load_rows
 from replaylab.models.batching import score_logprobs
 from replaylab.models.tiny_tokenizer import build_tiny_tokenizer
 from replaylab.rollout.base import SamplingParams
 from replaylab.rollout.fast import FastGenerator
 from replaylab.rollout.hf import HFGenerator
-from test_resume import only_run, train_cmd
+from test_resume import uninterrupted_and_resumed_rows
 from test_rollout_fast import _model, _prompts
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -81,24 +77,7 @@ def test_sigkill_then_rerun_on_cuda_continues_the_run(tmp_path):
     """test_resume's kill-and-rerun on CUDA: the rerun resumes from the mid-run checkpoint and writes
     the rows of an uninterrupted run. CUDA kernels may sum floats in another order from run to run
     (atomics), so values are compared to float tolerance and the keys exactly."""
-    extra = ["trainer=opd", "trainer.device=cuda"]
-    full = tmp_path / "full"
-    subprocess.run(train_cmd(full, extra), check=True, capture_output=True)
-    expected = comparable(load_rows(only_run(full)))
-    killed = tmp_path / "killed"
-    proc = subprocess.Popen(train_cmd(killed, extra), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    while time.time() < deadline:  # kill as soon as a mid-run checkpoint (update 6) exists
-        latest = list(killed.glob("default/*/checkpoints/latest"))
-        if latest and latest[0].read_text().strip() >= "update_0000006.pt":
-            break
-        time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    run = only_run(killed)
-    assert not (run / "done.json").exists(), "the run finished before it could be killed"
-    subprocess.run(train_cmd(killed, extra), check=True, capture_output=True)
-    got = comparable(load_rows(run))
+    expected, got = uninterrupted_and_resumed_rows(tmp_path, ["trainer=opd", "trainer.device=cuda"])
     print(f"CUDA kill-and-rerun rows bitwise equal to the uninterrupted run's: {got == expected}")
     key = lambda r: {k: v for k, v in r.items() if k != "value"}  # noqa: E731
     assert [key(r) for r in got] == [key(r) for r in expected]

@@ -34,6 +34,13 @@ def only_run(root):
                                    ["trainer=opd", "strategy=reopd"]],
                          ids=["opd-current", "ropd-mid-replay", "reopd-prefix-pool"])
 def test_sigkill_then_rerun_reproduces_rows(tmp_path, extra):
+    expected, got = uninterrupted_and_resumed_rows(tmp_path, extra)
+    assert got == expected
+
+
+def uninterrupted_and_resumed_rows(tmp_path, extra) -> tuple[list[dict], list[dict]]:
+    """The comparable rows of an uninterrupted run, and of the same run SIGKILLed once its update-6
+    checkpoint exists and then rerun with the same command."""
     full = tmp_path / "full"
     subprocess.run(train_cmd(full, extra), check=True, capture_output=True)
     expected = comparable(load_rows(only_run(full)))
@@ -51,7 +58,7 @@ def test_sigkill_then_rerun_reproduces_rows(tmp_path, extra):
     run = only_run(killed)
     assert not (run / "done.json").exists(), "the run finished before it could be killed"
     subprocess.run(train_cmd(killed, extra), check=True, capture_output=True)
-    assert comparable(load_rows(run)) == expected
+    return expected, comparable(load_rows(run))
 
 
 def test_nan_loss_stops_with_clear_error_and_keeps_checkpoint(run_train, monkeypatch):
