@@ -269,6 +269,12 @@ def test_every_claim_reads_a_sweep_that_runs_its_arms_and_make_tiny_claims_runs_
         arms = {arm["strategy"] for c in CLAIMS if c.sweep == sweep for check in c.checks
                 for arm in (check.arm, check.against)} | ({CONTROLS[sweep]} if sweep in CONTROLS else set())
         assert arms <= names, (sweep, arms - names)
+        # a check filtered on a response budget the sweep never runs would read no rows ("not run")
+        params = cfg.hydra.sweeper.params
+        options = str(params.budget).split(",") if "budget" in params else [None]
+        budgets = {compose([f"+sweep={sweep}"] + ([f"budget={o}"] if o else [])).budget.name for o in options}
+        wanted = {check.where["budget"] for c in CLAIMS if c.sweep == sweep for check in c.checks if "budget" in check.where}
+        assert wanted <= budgets, (sweep, wanted - budgets)
 
 
 def test_a_not_uniform_claim_reads_its_checks_as_for_or_against_it(tmp_path, monkeypatch):

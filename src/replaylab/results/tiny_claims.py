@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from replaylab.results.claims import Check, Claim
 
-ACC = 3.0  # points of the suite mean (tiny8; tinylong for the R-OPD sweep)
+ACC = 3.0  # points of the suite mean (tiny8; tinylong for the R-OPD and budget-axes sweeps)
 FRACTION = 0.05
 PEAK_UPDATES = 50.0  # one evaluation interval of the tiny GRPO sweeps (trainer.eval_every there)
 # The budget-axes cells (conf/axes): queries per iteration, samples per query, resampling period.
@@ -24,9 +24,9 @@ def _s(name: str) -> dict[str, str]:
     return {"strategy": name}
 
 
-# Response budgets (short, long): the R-OPD table runs on the long-reasoning world, the budget axes on tiny8's.
+# Response budgets (short, long): the R-OPD table and the budget axes both run on the long-reasoning world.
 ROPD_BUDGETS = ("tinylong_short", "tinylong_long")
-AXES_BUDGETS = ("tiny_short", "tiny_long")
+AXES_BUDGETS = ROPD_BUDGETS
 
 
 def _per_budget(label: str, arm: str, against: str, expect, effect: float = ACC, **kw) -> tuple[Check, ...]:
