@@ -104,7 +104,8 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
              "t-interval and the minimum detectable effect (MDE) at 80% power, alpha 0.05. Verdicts: reproduced, "
              "contradicted (the opposite, or no effect as large as the one that matters although the MDE says one "
              "would have been seen), inconclusive (the interval covers 0 and the MDE exceeds the effect). "
-             "Accuracy is the suite mean avg@k (tiny8, or tinylong for the R-OPD sweep) in points. A claim whose sweep "
+             "Accuracy is the suite mean avg@k in points (tiny8 for the GRPO sweep, tinylong for the R-OPD and "
+             "budget-axes sweeps). A claim whose sweep "
              "did not detect its own known-effect control is marked in the summary: that sweep failed its own check, "
              "so read its verdicts with the control's row below.", ""]
     control = control_by_sweep(controls)
