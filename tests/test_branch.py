@@ -190,3 +190,48 @@ def test_plan_says_where_a_cell_branches_from(tmp_path):
     assert current.startswith(no_checkpoint.format(1, "current")) and fixed == from_current  # current will keep 80
     (donor / "checkpoints" / "update_0000040.pt").write_bytes(b"")
     assert branch_lines() == [starts.format(1, "current", 40), from_current]
+
+
+# R-OPD with every comparison a hit (tolerance 1e9) from update 2, windows of one update: its trigger fires
+# after update 5 (the first replayed iteration is the 6th); every arm takes the same 4 backward passes.
+ROPD = ["strategy=ropd", "strategy.tolerance=1e9", "strategy.burn_in=2", "strategy.window=1"]
+SHARED = ["trainer.warmup_updates=0", "trainer.stat_groups_for_all=true", "budget.max_updates=8", "trainer.eval_every=4",
+          "trainer.keep_checkpoints=8"]
+
+
+@pytest.mark.parametrize("every, at, extra", [(2, 4, []), (5, 5, []), (2, 8, ["strategy.burn_in=100"])],
+                         ids=["switches-after-the-branch-point", "switches-at-it", "never-switches"])
+def test_ropd_branches_where_its_trigger_following_the_donors_gradients_has_not_yet_switched(
+        run_train, tmp_path, iterations, every, at, extra):
+    """ropd trains as current until its trigger fires, so it starts from current's latest checkpoint at or
+    before that point: its trigger, fed the donor's recorded gradient norms, decides which checkpoint
+    serves (at update 8 and 6 it would already be replaying; at 5 it switches on the last iteration it
+    follows) and gives the run its state and strategy rows there. The rows are those of ropd trained from
+    the start, whether it then switches or never does (it trains nothing after the donor's last update)."""
+    shared = [*SHARED, f"trainer.checkpoint_every={every}"]
+    shape = [*ROPD, *extra, *shared]
+    _, whole_dir = run_train([*shape, "branch=false"], tmp_path / "whole")
+    _, donor = run_train(["strategy=current", *shared], tmp_path / "branched")
+    iterations.clear()
+    branched, path = run_train(shape, tmp_path / "branched")
+    assert branched["branched_from"] == f"{donor.name}@{at}" and iterations == list(range(at, 8))
+    rows, expected = comparable(load_rows(path)), comparable(load_rows(whole_dir))
+    assert rows == expected
+    switched = [r["value"] for r in rows if r["metric"] == "switch_iteration"]
+    assert switched == ([] if extra else [5.0])
+
+
+def test_ropd_does_not_branch_from_a_donor_without_gradient_readings(run_train, tmp_path, iterations):
+    """A donor that did not split its updates into ropd's gradient groups is another config (no sibling);
+    one whose checkpoint lacks the readings (written before they were recorded) does not serve."""
+    import torch
+
+    shared = [*SHARED, "trainer.checkpoint_every=2"]
+    _, donor = run_train(["strategy=current", *shared], tmp_path / "runs")
+    for file in (donor / "checkpoints").glob("update_*.pt"):
+        state = torch.load(file, weights_only=False)
+        del state["gradient_readings"]
+        torch.save(state, file)
+    iterations.clear()
+    summary, _ = run_train([*ROPD, "strategy.burn_in=100", *shared], tmp_path / "runs")
+    assert "branched_from" not in summary and len(iterations) == 8

@@ -91,12 +91,16 @@ def branch_facts(cfg, obj, path: Path) -> dict:
     from replaylab.training.branch import sibling_key, strategy_prefix
     from replaylab.training.runs import checkpoint_updates
 
+    from replaylab.replay.base import STRATEGIES
+
     prefix, keeps_state = strategy_prefix(OmegaConf.to_container(cfg.strategy, resolve=True))
+    measured = obj.branch and STRATEGIES[obj.strategy.name].measured_prefix()
     t = obj.trainer
     written = checkpoint_updates(t.checkpoint_every, t.updates_per_iteration, obj.budget.max_updates)
     return {"key": sibling_key(cfg), "prefix": prefix, "root": str(path.parent), "strategy_name": obj.strategy.name,
             "may_branch": prefix > 0 and not keeps_state and obj.branch and t.distributed == "none",
-            "kept": written[-t.keep_checkpoints:]}  # prune_checkpoints keeps the newest keep_checkpoints
+            "kept": written[-t.keep_checkpoints:],  # prune_checkpoints keeps the newest keep_checkpoints
+            "measured": measured}
 
 
 def assign_donors(cells: list[dict]) -> None:
@@ -139,6 +143,10 @@ def report_branches(cells: list[dict], jobs: int) -> None:
     """One line per cell still to run that may branch: from which cell and update, or why it will not."""
     for i, c in enumerate(cells):
         b = c["branch"]
+        if b.get("measured") and not c["done"]:
+            print(f"branch: cell #{i} ({c['strategy']}) starts from the latest checkpoint of a run of its config under "
+                  "current, fixed_schedule or recent where its trigger, following that run's gradient readings, has not "
+                  "yet switched (decided when it starts), else from update 0")
         if not b["may_branch"] or c["done"]:
             continue
         head, j = f"branch: cell #{i} ({c['strategy']})", b.get("donor")

@@ -88,6 +88,20 @@ class Plan:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class GradientReading:
+    """What one iteration measured of its gradients, as a trainer with gradient groups records it
+    (checkpointed, so that a run can replay a sibling's to decide whether it may branch)."""
+
+    iteration: int  # the iteration (0-based)
+    start_update: int  # policy version before its updates
+    update: int  # policy version after them
+    grad_norms: list[float]  # per-gradient-group pre-clip global norms, in update order
+
+    def as_list(self) -> list:
+        return [self.iteration, self.start_update, self.update, list(self.grad_norms)]
+
+
 @dataclass
 class UpdateStats:
     """Gradient statistics of one iteration, globally reduced (equal on every rank)."""
@@ -161,10 +175,25 @@ class ReplayStrategy:
     def current_prefix(self) -> tuple[int, dict[str, float]]:
         """(K, metrics): for its first K updates this strategy trains exactly as `current` does (it plans
         the next prompts of the data order as fresh ones, draws nothing from `ctx.rng`, asks for no
-        initial rollouts and trains at one backward per update), and each of those iterations writes
-        these constant strategy rows. Runs of one config whose strategies share such a prefix may start
-        from one another's checkpoints within it (training/branch.py). (0, {}): no such prefix."""
+        initial rollouts and trains with the update arithmetic of its config), and each of those
+        iterations writes these constant strategy rows. Runs of one config whose strategies share such a
+        prefix may start from one another's checkpoints within it (training/branch.py). (0, {}): no such
+        prefix."""
         return 0, {}
+
+    def follow_readings(self, readings: list[GradientReading]) -> list[dict[str, float]] | None:
+        """For a strategy that trains as `current` until a measurement of training says otherwise (R-OPD's
+        trigger on the gradient norms): fed the gradient readings of a run that trained as `current`
+        (a sibling's, every iteration from the start), advance this fresh instance's state as if it
+        had trained them and return the strategy rows of each of those iterations; None if it would
+        have left the current-policy prefix before the last of them. Such a run may then start from
+        that sibling's checkpoint (training/branch.py). The default: no measured prefix."""
+        return None
+
+    @classmethod
+    def measured_prefix(cls) -> bool:
+        """Whether `follow_readings` is implemented (the run may branch on a sibling's readings)."""
+        return cls.follow_readings is not ReplayStrategy.follow_readings
 
 
 def run_prompts(stream: PromptStream, ctx: StepContext) -> list[Prompt]:

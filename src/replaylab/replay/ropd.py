@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import torch
 
 from replaylab.config_fields import check, check_choice, knob
-from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
+from replaylab.replay.base import (GradientReading, Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats,
+                                   register_strategy)
 from replaylab.replay.gradient_trigger import Window, WindowSummary, compare
 from replaylab.types import Group, OffPolicy
 
@@ -114,11 +115,28 @@ class ROPD(ReplayStrategy):
         return list(stats.grad_sketches)
 
     def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
+        return self.step(self.readings(stats) if not self.replaying and ctx.update >= self.cfg.burn_in else [],
+                         ctx.update, stats.update, stats.iteration)
+
+    def follow_readings(self, readings: list[GradientReading]) -> list[dict[str, float]] | None:
+        # Only the norm reading can be replayed: sketches are not recorded (they are d floats per group).
+        if self.cfg.statistic != "norm":
+            return None
+        rows = []
+        for k, r in enumerate(readings):
+            if self.replaying:  # switched at an earlier iteration: this one already trained on replay
+                return None
+            norms = [torch.tensor([n], dtype=torch.float64) for n in r.grad_norms]
+            rows.append({"phase_replay": 0.0, **self.step(norms, r.start_update, r.update, r.iteration)})
+        return rows
+
+    def step(self, readings: list[torch.Tensor], start_update: int, update: int, iteration: int) -> dict[str, float]:
+        """The trigger after one iteration (updates start_update..update) that measured `readings`."""
         if self.replaying:
             return {"replaying": 1.0}
-        if ctx.update < self.cfg.burn_in:  # this iteration's updates started inside the burn-in
+        if start_update < self.cfg.burn_in:  # this iteration's updates started inside the burn-in
             return {"replaying": 0.0}
-        self.window.add(self.readings(stats), stats.update - ctx.update)
+        self.window.add(readings, update - start_update)
         if self.window.updates < self.cfg.window:
             return {"replaying": 0.0}
         current = self.window.close()
@@ -132,9 +150,9 @@ class ROPD(ReplayStrategy):
                        consecutive_hits=float(self.hits))
             if self.hits >= self.cfg.consecutive:
                 self.replaying = True
-                self.switch_iteration = stats.iteration + 1
+                self.switch_iteration = iteration + 1
                 out["switch_iteration"] = float(self.switch_iteration)
-                out["switch_update"] = float(stats.update)
+                out["switch_update"] = float(update)
         self.previous = current
         return out
 

@@ -8,7 +8,11 @@ rows. So a run may start from the checkpoint of such a sibling (a *donor*) at th
 update within both prefixes, the way a schedule like "40 current-policy updates, then 20 of replay" is
 run at scale: continue the 40-update checkpoint. A strategy that builds state of its own during its
 prefix (`prefix_state`: `recent` stores the rollouts it will replay) can lend its checkpoint but not
-start from another's.
+start from another's. A strategy whose prefix ends where a measurement of training says (`ropd`: its
+trigger on the gradient norms) starts from a donor's checkpoint when, fed the donor's gradient readings
+(every iteration's per-group norms, which a run with gradient groups checkpoints), it would still have
+trained as `current` up to there (`ReplayStrategy.follow_readings`); its state and strategy rows are
+the ones that reading gives. It lends its own checkpoints to no one.
 
 A run branches when `branch` is on (the default; it is not part of the config hash: the numbers are the
 same), it has no checkpoint of its own, a donor's checkpoint is on disk in the same experiment directory
@@ -29,10 +33,11 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from replaylab.replay.base import STRATEGIES
+from replaylab.replay.base import STRATEGIES, WHOLE_RUN, GradientReading
 from replaylab.storage import CorruptCheckpoint, UnsafeCheckpoint
 from replaylab.training.runs import CHECKPOINT_NAME, load_checkpoint, run_dir, semantic_config
 
@@ -117,23 +122,28 @@ def find_branches(cfg: DictConfig, strategy) -> list[Branch]:
     from replaylab import parallel as D
 
     prefix, metrics = strategy.current_prefix()
-    if (not cfg.get("branch", True) or prefix <= 0 or type(strategy).prefix_state
+    measured = type(strategy).measured_prefix()
+    if measured:  # the prefix ends where the strategy's own reading of the donor's gradients says
+        prefix = WHOLE_RUN
+    if (not cfg.get("branch", True) or prefix <= 0 or (type(strategy).prefix_state and not measured)
             or cfg.trainer.distributed != "none" or D.world_size() != 1):
         return []
     options = []
     for sib in siblings(Path(cfg.output_root) / cfg.experiment, sibling_key(cfg), run_dir(cfg)):
         found = donor_checkpoints(sib.run, min(prefix, sib.prefix))
-        if found:
-            options.append((found[-1][0], sib, found[-1][1]))
+        # a measured prefix may end before the latest checkpoint: every one is a candidate, latest first
+        options += [(u, sib, file) for u, file in (found if measured else found[-1:])]
     if not options:
         log.info("replaylab: no run of this config under another strategy has a checkpoint within its current-policy "
                  "prefix; training from the start")
     return [Branch(sib.run, file, u, dict(metrics)) for u, sib, file in ranked(options)]
 
 
-def branch_state(branch: Branch, identity: dict, strategy_state: dict) -> tuple[dict, list[dict]] | None:
+def branch_state(branch: Branch, identity: dict, strategy) -> tuple[dict, list[dict]] | None:
     """The donor's checkpoint as this run's state at the branch point (its rows rewritten to this run's
-    identity, the strategy's own fresh state), and those rows; None, saying why, if it cannot serve."""
+    identity, the strategy's state there: its fresh state, or for a measured prefix the state it
+    reaches following the donor's gradient readings), and those rows; None, saying why, if it cannot
+    serve."""
     try:
         state = load_checkpoint(branch.checkpoint)
     except (CorruptCheckpoint, UnsafeCheckpoint, OSError) as e:  # OSError: pruned by a donor still running
@@ -148,22 +158,49 @@ def branch_state(branch: Branch, identity: dict, strategy_state: dict) -> tuple[
         log.info("replaylab: %s was written by other code or libraries (%s, here %s); not starting from it",
                  branch.donor, sorted(map(str, versions)), identity["versions"])
         return None
+    if type(strategy).measured_prefix():
+        followed = follow_donor(branch, state, strategy)
+        if followed is None:
+            return None
+        strategy_state, per_iteration = followed
+    else:
+        strategy_state, per_iteration = strategy.state_dict(), None
     # the donor's own strategy rows go; its training, evaluation and probe rows are the current policy's
-    rows = with_prefix_rows([{**r, **identity} for r in donor_rows if r["split"] != "strategy"], branch.metrics)
+    rows = with_prefix_rows([{**r, **identity} for r in donor_rows if r["split"] != "strategy"],
+                            lambda iteration: per_iteration[iteration - 1] if per_iteration else branch.metrics)
     state["rows_text"] = "".join(json.dumps(r) + "\n" for r in rows)
     state["rows"] = len(rows)
     state["strategy"] = strategy_state
     return state, rows
 
 
-def with_prefix_rows(rows: list[dict], metrics: dict[str, float]) -> list[dict]:
-    """`rows` with the strategy rows `metrics` after each iteration's training rows, as the trainer
-    writes them (the same ledger columns as the iteration's last training row)."""
+def follow_donor(branch: Branch, state: dict, strategy) -> tuple[dict, list[dict[str, float]]] | None:
+    """(state, strategy rows per iteration) of a fresh instance of `strategy` that followed the donor's
+    gradient readings up to the branch point; None, saying why, if the donor did not record every
+    iteration's or the strategy would have left its current-policy prefix before the branch point."""
+    recorded = state.get("gradient_readings") or []
+    if [r[0] for r in recorded] != list(range(state["iteration"])):
+        log.info("replaylab: %s did not record the gradient readings of its %d iterations (gradient groups, "
+                 "trainer.stat_groups_for_all); not starting from it", branch.checkpoint, state["iteration"])
+        return None
+    fresh = type(strategy)(strategy.cfg)
+    rows = fresh.follow_readings([GradientReading(i, start, end, norms) for i, start, end, norms in recorded])
+    if rows is None:
+        log.info("replaylab: following %s's gradient readings, %s leaves the current-policy prefix before update %d; "
+                 "not starting from it", branch.donor.name, type(strategy).name, branch.update)
+        return None
+    return fresh.state_dict(), rows
+
+
+def with_prefix_rows(rows: list[dict], metrics_of: Callable[[int], dict[str, float]]) -> list[dict]:
+    """`rows` with the strategy rows `metrics_of(iteration)` after each iteration's training rows, as the
+    trainer writes them (the same ledger columns as the iteration's last training row)."""
     out: list[dict] = []
     for i, row in enumerate(rows):
         out.append(row)
         last_train = row["split"] == "train" and (i + 1 == len(rows) or rows[i + 1]["split"] != "train"
                                                   or rows[i + 1]["iteration"] != row["iteration"])
         if last_train:
-            out.extend({**row, "split": "strategy", "metric": k, "value": float(v), "n": None} for k, v in metrics.items())
+            out.extend({**row, "split": "strategy", "metric": k, "value": float(v), "n": None}
+                       for k, v in metrics_of(row["iteration"]).items())
     return out

@@ -18,7 +18,7 @@ import torch
 
 from replaylab import parallel as D
 from replaylab.objectives import Scorers
-from replaylab.replay.base import StepContext, UpdateStats
+from replaylab.replay.base import GradientReading, StepContext, UpdateStats
 from replaylab.results.report import eval_line
 from replaylab.results.rows import RowWriter
 from replaylab.storage import CorruptCheckpoint
@@ -81,6 +81,9 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         # Gradient groups cost extra backward passes; only strategies that read them get them, unless
         # the sweep asks every arm to share their update arithmetic (trainer.stat_groups_for_all).
         self.stat_groups = t.stat_groups if comp.strategy.reads_gradients or t.stat_groups_for_all else 1
+        # With gradient groups, every iteration's norms (GradientReading.as_list), checkpointed: a run
+        # whose strategy follows them (R-OPD's trigger) may branch from this run (training/branch.py).
+        self.gradient_readings: list[list] = []
 
     # ----------------------------------------------------------------- state
     def state_dict(self, weights: bool = True) -> dict:
@@ -93,7 +96,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
             "iteration": self.iteration,
             "update": self.update, "last_eval": self.last_eval, "torch_rng": torch.get_rng_state(),
             "world_size": D.world_size(), "probe": self.probe.state_dict() if self.probe else None,
-            "branched_from": self.branched_from,
+            "branched_from": self.branched_from, "gradient_readings": self.gradient_readings,
         }
         if weights:
             state.update(policy=self.c.policy.state_dict(), optimizer=self.opt.state_dict())
@@ -112,6 +115,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         self.rows.restore(s["rows"], s.get("rows_text"), rebuild=self.cfg.resume_rows == "rebuild")
         self.iteration, self.update, self.last_eval = s["iteration"], s["update"], s["last_eval"]
         self.branched_from = s.get("branched_from", "")
+        self.gradient_readings = s.get("gradient_readings", [])
         torch.set_rng_state(s["torch_rng"])
         if s.get("probe") is not None:
             self.probe = ProbeSet.from_state(s["probe"], self.c.stream.prompts)
@@ -169,7 +173,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
 
     def start_from(self, branch: Branch) -> bool:
         """Take the donor's state at the branch point (training/branch.py); False if it cannot serve."""
-        found = branch_state(branch, self.rows.identity, self.c.strategy.state_dict())
+        found = branch_state(branch, self.rows.identity, self.c.strategy)
         if found is None:
             return False
         state, rows = found
@@ -269,6 +273,8 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         self.iteration += 1
         self.ledger.iterations = self.iteration
         stats = UpdateStats(self.iteration - 1, self.update, norms, sketches, loss_metrics)
+        if self.stat_groups > 1:
+            self.gradient_readings.append(GradientReading(stats.iteration, start_version, self.update, norms).as_list())
         with self.ledger.timed("strategy"):
             strategy_metrics = {**plan.metrics, **self.c.strategy.observe(groups, stats, ctx)}
         for s in samples:  # proximal log-probs are only valid for this iteration
