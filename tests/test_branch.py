@@ -156,12 +156,19 @@ def test_plan_says_where_a_cell_branches_from(tmp_path):
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             assert main([*args, *extra]) == 0
-        return [line for line in printed.getvalue().splitlines() if line.startswith("branch:")]
+        lines = [line for line in printed.getvalue().splitlines() if line.startswith("branch:")]
+        measured.update(line for line in lines if "(ropd)" in line)
+        return [line for line in lines if "(ropd)" not in line]
 
-    # cells: 0 recent, 1 current, 2 fixed_schedule, 3 initial, 4 ropd (recent lends; initial and ropd have no prefix)
+    # cells: 0 recent, 1 current, 2 fixed_schedule, 3 initial, 4 ropd (recent lends; initial has no prefix, and
+    # ropd's ends where its trigger switches, which only the donor's gradients tell)
+    measured: set[str] = set()
     starts = "branch: cell #{} ({}) starts from cell #0 (recent) at update {} (once the donor has written it; else " \
              "from an earlier checkpoint or update 0)"
     assert branch_lines() == [starts.format(1, "current", 80), starts.format(2, "fixed_schedule", 80)]
+    assert measured == {"branch: cell #4 (ropd) starts from the latest checkpoint of a run of its config under current, "
+                        "fixed_schedule or recent where its trigger, following that run's gradient readings, has not yet "
+                        "switched (decided when it starts), else from update 0"}
     # iterations of 4 updates: the trainer checkpoints at 28, 52, 76, 100, 120 for checkpoint_every=25
     assert branch_lines("trainer.minibatches=4", "trainer.checkpoint_every=25", "trainer.keep_checkpoints=3",
                         "eval.tail_every=4") == [starts.format(1, "current", 76), starts.format(2, "fixed_schedule", 76)]
