@@ -83,7 +83,7 @@ tiny-claims: install
 	set -e; for s in $(CLAIM_SWEEPS); do $(SWEEP) +sweep=$$s $(TINY_LAUNCHER) $(ARGS); done
 	$(VENV)/bin/replaylab claims runs --out reports/tiny_claims.md
 
-# The R-OPD table: five orders at both budgets, then five more at the long one (same experiment).
+# The R-OPD table: five orders at both budgets, then eight more at the long one (same experiment).
 tiny-table-ropd: install
 	$(SWEEP) +sweep=tiny_ropd $(TINY_LAUNCHER) $(ARGS)
 	$(SWEEP) +sweep=tiny_ropd_long $(TINY_LAUNCHER) $(ARGS)
