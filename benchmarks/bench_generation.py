@@ -15,8 +15,13 @@ The ratios printed are time hf / time fast, per generate call and per generated 
 and their median; the per-token median is the speed-up of rollout=fast in tokens per second.
 Target: at least 4x in generated tokens per second.
 
+`--candidate compiled` puts `rollout=fast rollout.compile=true` (the inductor-compiled decode step,
+rollout/compiled.py) on the B side instead; its compilation happens in the warm-up call, which is not
+timed (the first process compiles, about 20 s on 2 cores; later ones load inductor's disk cache).
+`--baseline fast` puts eager rollout=fast on the A side (the compiled step's own speed-up).
+
     python benchmarks/bench_generation.py [--pairs 5] [--mode both|natural|fixed] [--repeats 3] [--threads 2]
-                                          [--device cpu|cuda]
+                                          [--device cpu|cuda] [--baseline hf|fast] [--candidate fast|compiled]
 """
 
 from __future__ import annotations
@@ -39,7 +44,10 @@ def side(engine: str):
         path = str(ensure_tiny_world(progress=False) / "student")
         tokenizer, model = load_tokenizer(path), load_causal_lm(path, "float32").eval().to(args.device)
         prompts = render_prompts(training_rows("tiny_arith", args.sequences, 1, None), tokenizer, "", False)
-        generator = (FastGenerator if engine == "fast" else HFGenerator)(model, tokenizer)
+        if engine == "hf":
+            generator = HFGenerator(model, tokenizer)
+        else:
+            generator = FastGenerator(model, tokenizer, compile=engine == "compiled")
         params = SamplingParams(args.max_new_tokens, temperature=1.0, ignore_eos=args.mode == "fixed")
         seconds, tokens = [], []
         for i in range(args.warmup + args.repeats):
@@ -54,7 +62,7 @@ def side(engine: str):
     return run
 
 
-SIDES = {"hf": side("hf"), "fast": side("fast")}
+SIDES = {"hf": side("hf"), "fast": side("fast"), "compiled": side("compiled")}
 
 
 def main() -> None:
@@ -66,15 +74,17 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=1, help="generate calls before timing")
     # Both engines return CPU tensors, so each timed call ends after the GPU finished its work.
     p.add_argument("--device", default="cpu", help="where the student runs: cpu | cuda")
+    p.add_argument("--baseline", choices=["hf", "fast"], default="hf", help="the A side")
+    p.add_argument("--candidate", choices=["fast", "compiled"], default="fast", help="the B side (compiled: rollout.compile=true)")
     args = p.parse_args()
     if args.side:
         return alternate.run_side(args, SIDES)
     results = []
     for mode in (["natural", "fixed"] if args.mode == "both" else [args.mode]):
-        title = (f"Generation ({mode} lengths): rollout=hf vs rollout=fast, tiny student, {args.sequences} sequences x "
-                 f"<= {args.max_new_tokens} tokens, {args.threads} threads, on {args.device}")
-        results.append(alternate.parent(__file__, args, "hf", "fast", title, ("--mode", mode),
-                                        target=("ratio_token", ">=", 4.0)))
+        title = (f"Generation ({mode} lengths): {args.baseline} vs {args.candidate}, tiny student, {args.sequences} "
+                 f"sequences x <= {args.max_new_tokens} tokens, {args.threads} threads, on {args.device}")
+        results.append(alternate.parent(__file__, args, args.baseline, args.candidate, title, ("--mode", mode),
+                                        target=("ratio_token", ">=", 4.0) if args.baseline == "hf" else None))
         print()
     alternate.save(args.out, results)
 

@@ -88,6 +88,7 @@ SILENT_BEFORE = [
     (["strategy=fopd", "strategy.freshness=age", "strategy.alpha=2"], "strategy.f_min"),  # exp(-2) < 0.25: all cut
     (["strategy=fopd", "strategy.ratio_base=behaviour"], "strategy.ratio_base"),  # the exact KL takes no ratio
     (["trainer=grpo", "teacher=none", "strategy=fifo_behaviour", "trainer.is_cap=2"], "trainer.is_cap"),
+    (["rollout=hf", "rollout.compile=true"], "rollout.compile"),  # compiles rollout=fast's decoder only
 ]
 
 

@@ -105,9 +105,11 @@ class RolloutConfig:
     gpu_memory_utilization: float = knob(0.4, "vllm: fraction of GPU memory for the engine (colocated with training)")
     tensor_parallel_size: int = knob(1, "vllm: tensor parallel degree")
     enforce_eager: bool = knob(False, "vllm: disable CUDA graphs (faster start, slower decode)")
+    compile: bool = knob(False, "fast: torch.compile the one-token decode step (inductor, needs a C++ compiler; rollout/compiled.py): ~1.4x faster CPU decoding, ~8-20 s to compile per process")
 
     def __post_init__(self) -> None:
         check_choice(self.engine, "rollout.engine", ["fast", "hf", "vllm"])
+        check(self.engine == "fast" or not self.compile, "rollout.compile", f"compiles rollout=fast's decoder; it has no effect on {self.engine}")
         check(self.temperature > 0, "rollout.temperature", f"must be > 0 for sampling, got {self.temperature}")
         check(0 < self.top_p <= 1, "rollout.top_p", f"must be in (0, 1], got {self.top_p}")
         check(self.top_k >= 0, "rollout.top_k", f"must be >= 0, got {self.top_k}")
@@ -264,8 +266,7 @@ class EvalConfig:
         check(self.grader_timeout >= 1, "eval.grader_timeout", f"must be >= 1 whole second, got {self.grader_timeout}")
         check(self.probe_size >= 0, "eval.probe_size", f"must be >= 0, got {self.probe_size}")
         check(self.sampled_k >= 0, "eval.sampled_k", f"must be >= 0, got {self.sampled_k}")
-        check(self.sampled_temperature > 0, "eval.sampled_temperature",
-              f"must be > 0 (a sampled evaluation at temperature 0 is the greedy one), got {self.sampled_temperature}")
+        check(self.sampled_temperature > 0, "eval.sampled_temperature", f"must be > 0 (at 0 it is the greedy evaluation), got {self.sampled_temperature}")
 
 
 @dataclass
@@ -326,10 +327,8 @@ def register_configs() -> None:
     """Register every schema with Hydra's ConfigStore (YAML files extend these)."""
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
-    for group, node in [
-        ("trainer", TrainerConfig), ("model", ModelConfig), ("teacher", TeacherConfig), ("data", DataConfig),
-        ("budget", BudgetConfig), ("eval", EvalConfig), ("rollout", RolloutConfig),
-    ]:
+    for group, node in [("trainer", TrainerConfig), ("model", ModelConfig), ("teacher", TeacherConfig), ("data", DataConfig),
+                        ("budget", BudgetConfig), ("eval", EvalConfig), ("rollout", RolloutConfig)]:
         cs.store(group=f"schema/{group}", name="base", node=node)
     from replaylab.replay import STRATEGIES  # registers the strategy modules
 

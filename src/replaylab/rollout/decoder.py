@@ -44,18 +44,21 @@ class KVCache:
     stored transposed because the score matmul q @ K^T then reads contiguous rows (measured: a
     decode step's score matmul about a quarter faster than through a transposed view)."""
 
-    def __init__(self, layers: int, batch: int, heads: int, length: int, dim: int, dtype, device):
+    def __init__(self, layers: int, batch: int, heads: int, length: int, dim: int, dtype, device, zeroed: bool = False):
         self.heads = heads
-        self.k = [torch.empty(batch * heads, dim, length, dtype=dtype, device=device) for _ in range(layers)]
-        self.v = [torch.empty(batch * heads, length, dim, dtype=dtype, device=device) for _ in range(layers)]
+        new = torch.zeros if zeroed else torch.empty  # zeroed: a step that reads every slot (rollout/compiled.py)
+        self.k = [new(batch * heads, dim, length, dtype=dtype, device=device) for _ in range(layers)]
+        self.v = [new(batch * heads, length, dim, dtype=dtype, device=device) for _ in range(layers)]
         self.key_bias = torch.full((batch, 1, length), float("-inf"), dtype=dtype, device=device)
         # a decode step's attention mask: 0 on keys it may attend to (real tokens), -inf on left
         # padding and on slots not written yet
 
     def keep(self, rows: torch.Tensor) -> None:
         """Drop finished rows: the batch shrinks to `rows` (an index tensor)."""
-        def take(t: torch.Tensor) -> torch.Tensor:
-            return t.unflatten(0, (-1, self.heads)).index_select(0, rows).flatten(0, 1)
+        flat = (rows[:, None] * self.heads + torch.arange(self.heads, device=rows.device)).flatten()
+
+        def take(t: torch.Tensor) -> torch.Tensor:  # a fresh tensor, not a view (compiled steps guard on that)
+            return t.index_select(0, flat)
         self.k = [take(k) for k in self.k]
         self.v = [take(v) for v in self.v]
         self.key_bias = self.key_bias.index_select(0, rows)
@@ -122,8 +125,8 @@ class LeanDecoder:
         sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
         return cos.unsqueeze(2), sin.unsqueeze(2)
 
-    def new_cache(self, batch: int, length: int) -> KVCache:
-        return KVCache(len(self.layers), batch, self.kv_heads, length, self.head_dim, self.embed.dtype, self.device)
+    def new_cache(self, batch: int, length: int, zeroed: bool = False) -> KVCache:
+        return KVCache(len(self.layers), batch, self.kv_heads, length, self.head_dim, self.embed.dtype, self.device, zeroed)
 
     @torch.no_grad()
     def forward(self, ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache, start: int,

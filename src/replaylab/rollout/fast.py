@@ -5,7 +5,8 @@ It samples from the distribution the trainer assumes (tests: behaviour log-probs
 trainer's recomputation to 1e-5; greedy decoding equals `rollout=hf` token for token), and returns
 the same `Sample`s as `HFGenerator`. Rows that finished are dropped from the batch once at most
 `compact_at` of it is still running: compaction copies the KV cache, so it pays only when a good
-share of the rows is done.
+share of the rows is done. With `compile` the one-token steps run through the inductor-compiled step
+of rollout/compiled.py (prefill stays eager).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from replaylab.rollout.base import SamplingParams, generate_in_chunks
+from replaylab.rollout.compiled import decode_step, step_weights
 from replaylab.rollout.decoder import LeanDecoder
 from replaylab.rollout.sampling import check_finite, sample_next
 from replaylab.types import Prompt, Sample, Source
@@ -21,8 +23,9 @@ from replaylab.types import Prompt, Sample, Source
 
 class FastGenerator:
     def __init__(self, model: torch.nn.Module | None, tokenizer: PreTrainedTokenizerBase, micro_batch: int = 256,
-                 compact_at: float = 0.5):
+                 compact_at: float = 0.5, compile: bool = False):
         self.tokenizer = tokenizer
+        self.compile = compile
         self.micro_batch = micro_batch  # sequences per decoding batch (prompts x n)
         self.compact_at = compact_at
         self.policy_version = 0
@@ -47,6 +50,7 @@ class FastGenerator:
         if self.decoder is None:
             raise RuntimeError("FastGenerator has no weights yet: sync_weights(model, version) first")
         self.decoder.ensure_packed()
+        self.step_weights = step_weights(self.decoder) if self.compile else None
         return generate_in_chunks(prompts, params, seed, self.micro_batch,
                                   lambda chunk, offset: self._decode(chunk, params, source, seed, offset))
 
@@ -64,7 +68,7 @@ class FastGenerator:
             ids[i, P - len(t) :] = torch.tensor(t)
             real[i, P - len(t) :] = True
         ids, real = ids.to(device), real.to(device)
-        cache = dec.new_cache(U, P + L)
+        cache = dec.new_cache(U, P + L, zeroed=self.compile)
         cache.key_bias[:, 0, :P].masked_fill_(real, 0.0)
         # Each prompt token sees the real tokens up to itself; a padding query sees only itself, so
         # its (never attended) keys stay finite.
@@ -101,14 +105,18 @@ class FastGenerator:
             n_alive = int(alive.sum())
             if n_alive == 0 or t == L - 1:
                 break
-            if n_alive <= self.compact_at * len(alive):
+            # A compiled step keeps at least 2 rows: dynamo specialises a batch of 1 (a second compilation)
+            if n_alive <= self.compact_at * len(alive) and (n_alive > 1 or not self.compile):
                 keep = alive.nonzero().squeeze(-1)
                 cache.keep(keep)
                 rows = keep if rows is None else rows[keep]
                 nxt, alive, cos, sin = nxt[keep], alive[keep], cos[keep], sin[keep]
             cache.key_bias[:, :, P + t] = 0.0
-            logits = dec.forward(nxt[:, None], cos[:, t : t + 1], sin[:, t : t + 1], cache, P + t,
-                                 cache.key_bias[:, :, : P + t + 1])
+            if self.compile:
+                logits = decode_step(dec, self.step_weights, nxt, P + t, cos[:, t], sin[:, t], cache)
+            else:
+                logits = dec.forward(nxt[:, None], cos[:, t : t + 1], sin[:, t : t + 1], cache, P + t,
+                                     cache.key_bias[:, :, : P + t + 1])
         check_finite(logps)
         tokens, logps = tokens.cpu(), logps.cpu()
         is_eos = tokens == eos

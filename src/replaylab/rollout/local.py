@@ -5,12 +5,13 @@ from __future__ import annotations
 from torch import nn
 
 
-def local_generator(engine: str, model: nn.Module | None, tokenizer, micro_batch: int):
-    """A generator sampling from `model` (None: weights arrive later through `sync_weights`)."""
+def local_generator(engine: str, model: nn.Module | None, tokenizer, micro_batch: int, compile: bool = False):
+    """A generator sampling from `model` (None: weights arrive later through `sync_weights`); `compile`:
+    rollout.compile (fast only; config checks refuse it with another engine)."""
     if engine == "fast":
         from replaylab.rollout.fast import FastGenerator
 
-        return FastGenerator(model, tokenizer, micro_batch=micro_batch)
+        return FastGenerator(model, tokenizer, micro_batch=micro_batch, compile=compile)
     if engine == "hf":
         from replaylab.rollout.hf import HFGenerator
 

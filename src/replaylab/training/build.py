@@ -47,10 +47,10 @@ def build_generator(cfg: Config, model, tokenizer):
     from replaylab.rollout.gathered import GatheredGenerator
     from replaylab.rollout.local import local_generator
 
-    engine, mb = cfg.rollout.engine, cfg.rollout.micro_batch
+    engine, mb, compile = cfg.rollout.engine, cfg.rollout.micro_batch, cfg.rollout.compile
     if cfg.trainer.distributed == "none":
-        return local_generator(engine, model, tokenizer, mb)
-    inner = local_generator(engine, None if D.is_fsdp(model) else D.unwrap(model), tokenizer, mb)
+        return local_generator(engine, model, tokenizer, mb, compile)
+    inner = local_generator(engine, None if D.is_fsdp(model) else D.unwrap(model), tokenizer, mb, compile)
     return GatheredGenerator(inner, model)
 
 
@@ -150,7 +150,8 @@ def build_components(cfg: Config) -> Components:
     if initial is not None:
         from replaylab.rollout.local import in_process_engine, local_generator
 
-        initial_generator = local_generator(in_process_engine(cfg.rollout.engine), initial, tokenizer, cfg.rollout.micro_batch)
+        initial_generator = local_generator(in_process_engine(cfg.rollout.engine), initial, tokenizer, cfg.rollout.micro_batch,
+                                            cfg.rollout.compile)
     if cfg.trainer.forward == "auto":
         # A wrapped (DDP/FSDP2) policy runs its own forward: its hooks sync gradients and gather shards.
         unwrapped = policy if cfg.trainer.distributed == "none" else None

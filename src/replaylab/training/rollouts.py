@@ -41,7 +41,8 @@ class RolloutsMixin:
         else:
             from replaylab.rollout.local import in_process_engine, local_generator
 
-            teacher = local_generator(in_process_engine(self.cfg.rollout.engine), self.c.teacher.distribution_model(), self.c.tokenizer, self.cfg.teacher.micro_batch)
+            teacher = local_generator(in_process_engine(self.cfg.rollout.engine), self.c.teacher.distribution_model(), self.c.tokenizer,
+                                      self.cfg.teacher.micro_batch, self.cfg.rollout.compile)
             groups = self.generate_initial(prompts, seed, "teacher", n=n, generator=teacher)
         strategy.receive_initial(groups)
 
