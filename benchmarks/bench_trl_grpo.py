@@ -9,7 +9,7 @@ model), DAPO token-mean loss (TRL loss_type="dapo"), clip 0.2 / 0.28 (TRL epsilo
 z-scored group advantages (TRL scale_rewards="group"), one optimizer step per generation batch
 (TRL num_iterations=1, steps_per_generation=1), binary reward from replaylab's grader on the decoded
 response (special tokens skipped, as replaylab grades). replaylab uses its configured rollout
-engine (rollout=fast by default; --rollout hf for the reference engine).
+engine (rollout=fast by default; --rollout hf for the reference engine; --compile for rollout.compile=true).
 
 Side "replaylab" builds the real `Trainer` (tests/conftest.py's compose, trainer=grpo teacher=none) and
 times `trainer.run_iteration()`; its tokens are the ledger's `tokens_generated`. Side "trl" times each
@@ -37,7 +37,8 @@ PROMPTS, GROUP, MAX_TOKENS, TEMPERATURE, LR = 8, 8, 48, 0.7, 1e-4
 
 
 def overrides(args: argparse.Namespace) -> list[str]:
-    return ["trainer=grpo", "teacher=none", f"rollout.engine={args.rollout}", f"trainer.prompts_per_iteration={PROMPTS}",
+    return ["trainer=grpo", "teacher=none", f"rollout.engine={args.rollout}", f"rollout.compile={str(args.compile).lower()}",
+            f"trainer.prompts_per_iteration={PROMPTS}",
             f"trainer.samples_per_prompt={GROUP}", f"budget.max_response_tokens={MAX_TOKENS}",
             f"rollout.temperature={TEMPERATURE}", f"trainer.lr={LR}",
             f"trainer.threads={args.threads}"]
@@ -88,7 +89,7 @@ def main() -> None:
     args = p.parse_args()
     if args.side:
         return alternate.run_side(args, SIDES)
-    title = (f"GRPO step: replaylab (rollout={args.rollout}) vs TRL GRPOTrainer, {PROMPTS} prompts x {GROUP} samples, "
+    title = (f"GRPO step: replaylab (rollout={args.rollout}{' compiled' if args.compile else ''}) vs TRL GRPOTrainer, {PROMPTS} prompts x {GROUP} samples, "
              f"<= {MAX_TOKENS} tokens, {args.threads} threads")
     alternate.save(args.out, [alternate.parent(__file__, args, "replaylab", "trl", title,
                                                target=("ratio_token", "<=", 0.5))])

@@ -16,7 +16,8 @@ unshuffled, and the script checks TRL tokenizes them to the same ids), 64 prompt
 48 new tokens, the configured rollout temperature (1.0; top-p 1, top-k off), AdamW lr 1e-3 constant
 (warm-up 0 on both sides, so every timed step is a full-lr step), betas 0.9/0.98, eps 1e-8, no weight
 decay, gradient-norm clip 1.0, one optimizer step per generation batch. replaylab uses its configured
-rollout engine (rollout=fast by default; --rollout hf for the reference engine).
+rollout engine (rollout=fast by default; --rollout hf for the reference engine; --compile for
+rollout.compile=true, whose compiling falls in the warm-up steps).
 
 Side "replaylab" builds the real `Trainer` (tests/conftest.py's compose, default trainer=opd with the tiny
 teacher) and times `trainer.run_iteration()` (generate, teacher scoring, update); its tokens are the
@@ -29,7 +30,7 @@ generated token for both, the ratios replaylab / TRL and their medians. Target: 
 token (median of pairs).
 
     pip install -e '.[bench]'
-    python benchmarks/bench_trl_opd.py [--pairs 5] [--steps 8] [--warmup 2] [--threads 2] [--out opd.json]
+    python benchmarks/bench_trl_opd.py [--pairs 5] [--steps 8] [--warmup 2] [--threads 2] [--compile] [--out opd.json]
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ import common
 
 
 def overrides(args: argparse.Namespace) -> list[str]:
-    return ["trainer=opd", f"rollout.engine={args.rollout}", f"trainer.threads={args.threads}"]
+    return ["trainer=opd", f"rollout.engine={args.rollout}", f"rollout.compile={str(args.compile).lower()}",
+            f"trainer.threads={args.threads}"]
 
 
 def replaylab(args: argparse.Namespace) -> dict:
@@ -89,7 +91,7 @@ def main() -> None:
         return alternate.run_side(args, SIDES)
     _, obj = common.config(overrides(args))
     t = obj.trainer
-    title = (f"OPD step ({t.objective} vs DistillationTrainer beta=1, reverse KL): replaylab (rollout={args.rollout}) "
+    title = (f"OPD step ({t.objective} vs DistillationTrainer beta=1, reverse KL): replaylab (rollout={args.rollout}{' compiled' if args.compile else ''}) "
              f"vs TRL, {t.prompts_per_iteration} prompts x {t.samples_per_prompt} sample, <= "
              f"{obj.budget.max_response_tokens} tokens, lr {t.lr:g}, {args.threads} threads")
     alternate.save(args.out, [alternate.parent(__file__, args, "replaylab", "trl", title,

@@ -142,3 +142,5 @@ def add_step_arguments(p) -> None:
     p.add_argument("--steps", type=int, default=8, help="optimizer steps per run, warm-up included")
     p.add_argument("--warmup", type=int, default=2, help="steps dropped at the start of each run")
     p.add_argument("--rollout", default="fast", choices=["fast", "hf"], help="replaylab's rollout engine")
+    p.add_argument("--compile", action="store_true", help="replaylab with rollout.compile=true (rollout=fast only; "
+                   "the compiling falls in the warm-up steps)")

@@ -23,6 +23,8 @@ from conftest import load_rows
 from test_rollout_fast import _model, _prompts, tok  # noqa: F401  (tok is a fixture)
 
 _dynamo = pytest.importorskip("torch._dynamo")
+# inductor's own import of TorchScript helpers warns; nothing this project calls
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 
 
 def _flat(groups):
