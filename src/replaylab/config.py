@@ -105,7 +105,7 @@ class RolloutConfig:
     gpu_memory_utilization: float = knob(0.4, "vllm: fraction of GPU memory for the engine (colocated with training)")
     tensor_parallel_size: int = knob(1, "vllm: tensor parallel degree")
     enforce_eager: bool = knob(False, "vllm: disable CUDA graphs (faster start, slower decode)")
-    compile: bool = knob(False, "fast: torch.compile the one-token decode step (inductor, needs a C++ compiler; rollout/compiled.py): ~1.4x faster CPU decoding, ~8-20 s to compile per process")
+    compile: bool = knob(False, "fast: torch.compile the one-token decode step (inductor, needs a C++ compiler; rollout/compiled.py): 1.2-1.5x faster CPU decoding, 7-22 s to compile per process")
 
     def __post_init__(self) -> None:
         check_choice(self.engine, "rollout.engine", ["fast", "hf", "vllm"])

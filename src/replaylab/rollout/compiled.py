@@ -3,10 +3,11 @@
 Why: a decode step of a tiny model on a CPU is a few dozen small ops (norms, rotary, SwiGLU, cache
 writes, attention's softmax) around nine small matmuls, and eager PyTorch spends about as long
 dispatching the small ops as computing the matmuls. Inductor fuses the elementwise ops into a handful of
-generated C++ kernels and calls everything from generated C++ (`cpp_wrapper`), without per-op dispatch:
-64-row decode calls ran 1.35-1.4x faster than through the eager `LeanDecoder.forward` on the 2-core AMD
-Zen 4 (docs/speed.md). It costs a compilation per process (about 20 s on 2 cores the first time; inductor
-caches the generated code on disk, so later processes take about 8 s), so it is opt-in.
+generated C++ kernels and calls everything from generated C++ (`cpp_wrapper`), without per-op dispatch.
+On the 2-core AMD Zen 4, 64-row generate calls ran 1.2-1.3x faster than with the eager
+`LeanDecoder.forward`, and a training run's generation phase 1.25-1.5x (docs/speed.md). It costs a
+compilation per process (13-22 s on 2 cores the first time; inductor caches the generated code on disk,
+so later processes take about 7 s), so it is opt-in.
 
 One trace serves every batch and cache length: the batch (it shrinks when finished rows are dropped) and
 the cache length (prompt width + response budget) are symbolic, the model's sizes are constants. The
