@@ -89,6 +89,9 @@ SILENT_BEFORE = [
     (["strategy=fopd", "strategy.ratio_base=behaviour"], "strategy.ratio_base"),  # the exact KL takes no ratio
     (["trainer=grpo", "teacher=none", "strategy=fifo_behaviour", "trainer.is_cap=2"], "trainer.is_cap"),
     (["rollout=hf", "rollout.compile=true"], "rollout.compile"),  # compiles rollout=fast's decoder only
+    (["rollout.gpu_memory_utilization=0.8"], "rollout.gpu_memory_utilization"),  # vLLM's knobs under rollout=fast
+    (["rollout=hf", "rollout.tensor_parallel_size=2"], "rollout.tensor_parallel_size"),
+    (["rollout.enforce_eager=true"], "rollout.enforce_eager"),
 ]
 
 
@@ -111,6 +114,7 @@ def test_setting_without_effect_is_a_config_error(overrides, key):
     ["trainer.warmup_updates=20", "strategy=ropd"],  # burn-in follows the warm-up
     ["trainer.stat_groups_for_all=true", "trainer.stat_groups=8"],  # current now splits its update too
     ["trainer.stat_groups_for_all=true", "strategy=ropd"],  # a sweep-wide setting: ropd splits anyway
+    ["rollout.compile=true"], ["rollout=vllm", "rollout.gpu_memory_utilization=0.8", "rollout.enforce_eager=true"],
 ])
 def test_settings_with_effect_pass(overrides):
     to_object(compose(overrides))

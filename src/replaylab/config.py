@@ -109,7 +109,6 @@ class RolloutConfig:
 
     def __post_init__(self) -> None:
         check_choice(self.engine, "rollout.engine", ["fast", "hf", "vllm"])
-        check(self.engine == "fast" or not self.compile, "rollout.compile", f"compiles rollout=fast's decoder; it has no effect on {self.engine}")
         check(self.temperature > 0, "rollout.temperature", f"must be > 0 for sampling, got {self.temperature}")
         check(0 < self.top_p <= 1, "rollout.top_p", f"must be in (0, 1], got {self.top_p}")
         check(self.top_k >= 0, "rollout.top_k", f"must be >= 0, got {self.top_k}")

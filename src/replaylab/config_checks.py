@@ -30,6 +30,9 @@ NEEDS_PARTNER = (
 )
 # Decoding fields that only act when sampling (temperature > 0).
 SAMPLING_EVAL_FIELDS = ("top_p", "top_k", "samples")
+# Rollout fields that only one engine reads: (field, that engine).
+ENGINE_SPECIFIC = (("compile", "fast"), ("gpu_memory_utilization", "vllm"), ("tensor_parallel_size", "vllm"),
+                   ("enforce_eager", "vllm"))
 
 
 def defaults_of(obj) -> dict:
@@ -97,6 +100,15 @@ def check_strategy(cfg, strategy_cls) -> None:
               "has no effect with strategy.ratio_base=behaviour: its weight min(pi_prox / mu, cap) needs the proximal "
               "log-probs that the behaviour anchor does not compute")
     strategy_cls.check_config(cfg)
+
+
+def check_rollout(cfg) -> None:
+    r = cfg.rollout
+    default = defaults_of(r)
+    for key, engine in ENGINE_SPECIFIC:
+        value = getattr(r, key)
+        check(r.engine == engine or value == default[key], f"rollout.{key}",
+              f"{value!r} has no effect with rollout.engine={r.engine}: only rollout={engine} reads it")
 
 
 def check_eval(cfg) -> None:
@@ -186,5 +198,6 @@ def check_run(cfg) -> None:
     check_teacher(cfg)
     check_choice(cfg.strategy.name, "strategy.name", sorted(STRATEGIES))
     check_strategy(cfg, STRATEGIES[cfg.strategy.name])
+    check_rollout(cfg)
     check_eval(cfg)
     check_eval_tail(cfg)
