@@ -4,8 +4,8 @@ Greedy decoding equals rollout=hf token for token, sampled behaviour log-probs e
 recomputation, the same seed gives the same samples, and one compiled graph serves batches that shrink
 as rows finish and other cache lengths (a recompile per shape would cost seconds per generate call).
 Then through the real call path: a training run with rollout.compile=true (the config error for it
-under another engine is in tests/test_config_checks.py). Compiling takes ~10-20 s per model shape on 2 cores; the models are the ones
-tests/test_rollout_fast.py builds."""
+under another engine is in tests/test_config_checks.py). Compiling takes ~10-20 s per model shape on
+2 cores; the models are the ones tests/test_rollout_fast.py builds."""
 
 from __future__ import annotations
 
@@ -79,9 +79,8 @@ def test_one_graph_serves_shrinking_batches_and_other_cache_lengths(tok):
 
 
 def test_a_training_run_with_rollout_compile(run_train):
-    """Through the trainer: rollouts, the initial policy's evaluation and the update's ratios all read
-    samples of the compiled step (a broken sample would fail the trainer's behaviour log-prob check or
-    give a non-finite loss)."""
+    """Through the trainer: rollouts and the update-0 evaluation come from the compiled step, and the
+    run trains on them (finite losses) with the flag recorded in its config."""
     summary, run_dir = run_train(["rollout.compile=true", "eval.at_start=true"])
     rows = load_rows(run_dir)
     losses = [r["value"] for r in rows if r["split"] == "train" and r["metric"] == "loss"]

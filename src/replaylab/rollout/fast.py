@@ -50,9 +50,9 @@ class FastGenerator:
         if self.decoder is None:
             raise RuntimeError("FastGenerator has no weights yet: sync_weights(model, version) first")
         self.decoder.ensure_packed()
-        self.step_weights = step_weights(self.decoder) if self.compile else None
+        flat = step_weights(self.decoder) if self.compile else None  # the compiled step's view of the packed weights
         return generate_in_chunks(prompts, params, seed, self.micro_batch,
-                                  lambda chunk, offset: self._decode(chunk, params, source, seed, offset))
+                                  lambda chunk, offset: self._decode(chunk, params, source, seed, offset, flat))
 
     def _prefill(self, prompts: list[Prompt], L: int):
         """Run the prompts through the decoder: (KV cache sized for L more tokens, last-position
@@ -83,7 +83,8 @@ class FastGenerator:
             logits, prompt_len = logits[which], prompt_len[which]
         return cache, logits, prompt_len, P
 
-    def _decode(self, prompts: list[Prompt], params: SamplingParams, source: Source, seed: int, offset: int) -> list[Sample]:
+    def _decode(self, prompts: list[Prompt], params: SamplingParams, source: Source, seed: int, offset: int,
+                flat: list[torch.Tensor] | None) -> list[Sample]:
         dec, L = self.decoder, params.max_new_tokens
         eos = -1 if params.ignore_eos else self.tokenizer.eos_token_id  # -1: no token ends a row
         cache, logits, prompt_len, P = self._prefill(prompts, L)
@@ -113,7 +114,7 @@ class FastGenerator:
                 nxt, alive, cos, sin = nxt[keep], alive[keep], cos[keep], sin[keep]
             cache.key_bias[:, :, P + t] = 0.0
             if self.compile:
-                logits = decode_step(dec, self.step_weights, nxt, P + t, cos[:, t], sin[:, t], cache)
+                logits = decode_step(dec, flat, nxt, P + t, cos[:, t], sin[:, t], cache)
             else:
                 logits = dec.forward(nxt[:, None], cos[:, t : t + 1], sin[:, t : t + 1], cache, P + t,
                                      cache.key_bias[:, :, : P + t + 1])
