@@ -64,25 +64,16 @@ def main() -> None:
         generator.generate(prompts, params, seed=i)
     split.clear()
     t0 = time.perf_counter()
-    if args.engine == "eager":  # the eager step is dec.forward, which prefill also calls: time it apart
-        in_prefill = {"on": False}
-        prefill = generator._prefill
-
-        def flagged_prefill(*a):
-            in_prefill["on"] = True
-            try:
-                return prefill(*a)
-            finally:
-                in_prefill["on"] = False
-        generator._prefill = flagged_prefill
+    if args.engine == "eager":  # the eager step is dec.forward with one token per row; prefill passes the prompts
         stepped = timed(split, step_name, eager_forward)
-        dec.forward = lambda *a: eager_forward(*a) if in_prefill["on"] else stepped(*a)
+        dec.forward = lambda ids, *a: (stepped if ids.shape[1] == 1 else eager_forward)(ids, *a)
     for i in range(args.calls):
         generator.generate(prompts, params, seed=args.warmup + i)
     total = (time.perf_counter() - t0) / args.calls
     dec.forward = eager_forward
-    steps = 63  # the last token is sampled from the 63rd step's logits
-    print(f"engine={args.engine} threads={args.threads}: {total * 1000:.1f} ms per generate call (64 x 64 tokens)")
+    steps = params.max_new_tokens - 1  # the last token is sampled from the previous step's logits
+    print(f"engine={args.engine} threads={args.threads}: {total * 1000:.1f} ms per generate call "
+          f"({len(prompts)} x {params.max_new_tokens} tokens)")
     rest = total - sum(split.values()) / args.calls
     for name, seconds in list(split.items()) + [("everything else", rest * args.calls)]:
         share = seconds / args.calls / total
@@ -91,8 +82,8 @@ def main() -> None:
 
     # The same step back to back, and its nine matmuls alone, at this call's shapes (median of 5 x 63 steps).
     with torch.no_grad():
-        cache, logits, prompt_len, P = generator._prefill(prompts, 64)
-        cos, sin = dec.rotary_tables(prompt_len[:, None] + torch.arange(64))
+        cache, logits, prompt_len, P = generator._prefill(prompts, params.max_new_tokens)
+        cos, sin = dec.rotary_tables(prompt_len[:, None] + torch.arange(params.max_new_tokens))
         ids = logits.argmax(-1)
         flat = compiled.step_weights(dec)
         if args.engine == "compiled":
