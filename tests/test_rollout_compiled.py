@@ -65,6 +65,29 @@ def test_compiled_logprobs_equal_the_trainers_recomputation_and_are_seeded(tok):
         "the compiled step samples another distribution than the eager one"
 
 
+@pytest.mark.parametrize("compile", [False, True])
+def test_decoding_reads_only_the_cache_slots_written_so_far(tok, monkeypatch, compile):
+    """The KV cache is allocated uninitialised: a step that read a slot not yet written (even masked,
+    0 x NaN is NaN) would not give these tokens. Every fresh cache is filled with NaN here."""
+    from replaylab.rollout.decoder import LeanDecoder
+
+    new_cache = LeanDecoder.new_cache
+
+    def poisoned(self, batch, length):
+        cache = new_cache(self, batch, length)
+        for t in cache.k + cache.v:
+            t.fill_(float("nan"))
+        return cache
+
+    model = _model("qwen3", tok)
+    params = SamplingParams(max_new_tokens=20, temperature=0, n=2)
+    clean = _flat(FastGenerator(model, tok, compile=compile).generate(_prompts(tok), params, seed=0))
+    monkeypatch.setattr(LeanDecoder, "new_cache", poisoned)
+    out = _flat(FastGenerator(model, tok, compile=compile).generate(_prompts(tok), params, seed=0))
+    assert [s.response_ids.tolist() for s in out] == [s.response_ids.tolist() for s in clean]
+    assert all(torch.isfinite(s.behaviour_logprobs).all() for s in out)
+
+
 def test_one_graph_serves_shrinking_batches_and_other_cache_lengths(tok):
     model = _model("qwen3", tok)
     gen = FastGenerator(model, tok, compile=True)

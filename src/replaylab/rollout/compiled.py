@@ -9,11 +9,10 @@ On the 2-core AMD Zen 4, 64-row generate calls ran 1.2-1.3x faster than with the
 compilation per process (13-22 s on 2 cores the first time; inductor caches the generated code on disk,
 so later processes take about 7 s), so it is opt-in.
 
-One trace serves every batch and cache length: the batch (it shrinks when finished rows are dropped) and
-the cache length (prompt width + response budget) are symbolic, the model's sizes are constants. The
-step attends over the whole preallocated cache; slots not yet written are hidden by the key mask (-inf)
-and zero-filled (`LeanDecoder.new_cache(..., zeroed=True)`), so they add exact zeros to the softmax's
-sum and to the values' product. Prefill stays on the eager forward (one call per batch). The maths is the
+One trace serves every batch and cache length: the batch (it shrinks when finished rows are dropped),
+the cache length (prompt width + response budget) and the number of slots written so far are symbolic,
+the model's sizes are constants. Like the eager step, it attends over the slots written so far (the key
+mask's width), not the whole preallocated cache. Prefill stays on the eager forward (one call per batch). The maths is the
 eager step's (the same weights, norms, rotary, grouped-query attention); the fused kernels sum in another
 order, so log-probs agree within float rounding, not bit for bit, and a run's samples part from a
 `compile=false` run's once a near-tie falls the other way (the flag is in the config hash).
@@ -64,8 +63,9 @@ def decode_step(dec, flat: list[torch.Tensor], ids: torch.Tensor, slot: int, cos
                                     options={"cpp_wrapper": True, "cpp.threads": 1})
     # Fresh tensors, never views: dynamo guards on an input's base, so a view in one call and a fresh
     # tensor in the next (after the batch shrank) would recompile.
+    # The key mask up to the new slot, a fresh copy: its width is how many cache slots the step attends over.
     return _steps[key](flat, dec.embed, ids.clone(), torch.tensor([slot], device=ids.device), cos.contiguous(),
-                       sin.contiguous(), cache.k, cache.v, cache.key_bias)
+                       sin.contiguous(), cache.k, cache.v, cache.key_bias[:, :, : slot + 1].clone())
 
 
 def _make_step(heads: int, kv_heads: int, eps: float, scale: float):
@@ -74,7 +74,8 @@ def _make_step(heads: int, kv_heads: int, eps: float, scale: float):
 
     def step(flat: list, embed: torch.Tensor, ids: torch.Tensor, slot: torch.Tensor, cos: torch.Tensor,
              sin: torch.Tensor, keys: list, values: list, key_bias: torch.Tensor) -> torch.Tensor:
-        # keys (B * H_kv, D, S) and values (B * H_kv, S, D) per layer, key_bias (B, 1, S): KVCache's layout
+        # keys (B * H_kv, D, S_max) and values (B * H_kv, S_max, D) per layer: KVCache's layout; key_bias
+        # (B, 1, S) masks the S slots written so far (the new one included), the only ones attended over.
         B, D, S = ids.shape[0], cos.shape[-1], key_bias.shape[-1]
         x = F.embedding(ids, embed)
         bias = key_bias.unsqueeze(1).expand(B, Hk, 1, S).reshape(B * Hk, 1, S)
@@ -91,8 +92,8 @@ def _make_step(heads: int, kv_heads: int, eps: float, scale: float):
             q, k = qk[:, :H], qk[:, H:]
             keys[i].index_copy_(2, slot, k.reshape(B * Hk, D, 1))
             values[i].index_copy_(1, slot, v.reshape(B * Hk, 1, D))
-            scores = torch.baddbmm(bias, q.reshape(B * Hk, G, D), keys[i], alpha=scale)
-            att = torch.bmm(torch.softmax(scores, dim=-1), values[i]).reshape(B, H * D)
+            scores = torch.baddbmm(bias, q.reshape(B * Hk, G, D), keys[i][:, :, :S], alpha=scale)
+            att = torch.bmm(torch.softmax(scores, dim=-1), values[i][:, :S]).reshape(B, H * D)
             x = x + att @ o
             gate, up = (F.rms_norm(x, (x.shape[-1],), ln2, eps) @ gate_up).chunk(2, dim=-1)
             x = x + (F.silu(gate) * up) @ down

@@ -44,11 +44,10 @@ class KVCache:
     stored transposed because the score matmul q @ K^T then reads contiguous rows (measured: a
     decode step's score matmul about a quarter faster than through a transposed view)."""
 
-    def __init__(self, layers: int, batch: int, heads: int, length: int, dim: int, dtype, device, zeroed: bool = False):
+    def __init__(self, layers: int, batch: int, heads: int, length: int, dim: int, dtype, device):
         self.heads = heads
-        new = torch.zeros if zeroed else torch.empty  # zeroed: a step that reads every slot (rollout/compiled.py)
-        self.k = [new(batch * heads, dim, length, dtype=dtype, device=device) for _ in range(layers)]
-        self.v = [new(batch * heads, length, dim, dtype=dtype, device=device) for _ in range(layers)]
+        self.k = [torch.empty(batch * heads, dim, length, dtype=dtype, device=device) for _ in range(layers)]
+        self.v = [torch.empty(batch * heads, length, dim, dtype=dtype, device=device) for _ in range(layers)]
         self.key_bias = torch.full((batch, 1, length), float("-inf"), dtype=dtype, device=device)
         # a decode step's attention mask: 0 on keys it may attend to (real tokens), -inf on left
         # padding and on slots not written yet
@@ -125,8 +124,8 @@ class LeanDecoder:
         sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
         return cos.unsqueeze(2), sin.unsqueeze(2)
 
-    def new_cache(self, batch: int, length: int, zeroed: bool = False) -> KVCache:
-        return KVCache(len(self.layers), batch, self.kv_heads, length, self.head_dim, self.embed.dtype, self.device, zeroed)
+    def new_cache(self, batch: int, length: int) -> KVCache:
+        return KVCache(len(self.layers), batch, self.kv_heads, length, self.head_dim, self.embed.dtype, self.device)
 
     @torch.no_grad()
     def forward(self, ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: KVCache, start: int,

@@ -62,13 +62,12 @@ class FastGenerator:
         distinct: dict[tuple[int, ...], int] = {}
         which = torch.tensor([distinct.setdefault(p.token_ids, len(distinct)) for p in prompts], device=device)
         U, P = len(distinct), max(len(t) for t in distinct)
-        ids = torch.full((U, P), self.tokenizer.pad_token_id, dtype=torch.long)
-        real = torch.zeros((U, P), dtype=torch.bool)
-        for i, t in enumerate(distinct):  # left padding: every prompt ends where generation starts
-            ids[i, P - len(t) :] = torch.tensor(t)
-            real[i, P - len(t) :] = True
-        ids, real = ids.to(device), real.to(device)
-        cache = dec.new_cache(U, P + L, zeroed=self.compile)
+        pad = self.tokenizer.pad_token_id
+        # Left padding (every prompt ends where generation starts), built as lists: one tensor each
+        # instead of a few small copies per prompt (about 150 ops per 64-prompt call).
+        ids = torch.tensor([[pad] * (P - len(t)) + list(t) for t in distinct], dtype=torch.long, device=device)
+        real = torch.tensor([[False] * (P - len(t)) + [True] * len(t) for t in distinct], device=device)
+        cache = dec.new_cache(U, P + L)
         cache.key_bias[:, 0, :P].masked_fill_(real, 0.0)
         # Each prompt token sees the real tokens up to itself; a padding query sees only itself, so
         # its (never attended) keys stay finite.
