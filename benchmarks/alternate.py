@@ -15,8 +15,12 @@ The parent takes the ratio A/B pair by pair, per step (median step times) and pe
 (seconds_measured / tokens_generated), prints every pair, both sides' token counts and the median
 of the pair ratios (statistics.median), so one slow moment on a noisy machine moves one pair, not
 the result. Each child also records the 1-minute load average before and after its run ("max load"
-per pair): on a 2-core machine a competing process can slow a 2-thread torch run several-fold. `--out
-FILE` also saves every child's JSON and the ratios.
+per pair): on a 2-core machine a competing process can slow a 2-thread torch run several-fold. Each
+child also times a fixed matmul probe before and after its run ("probe ms", the slower of the two per
+side): the 2-core VM runs two-thread matmuls at the one-thread rate for stretches of seconds
+(docs/speed.md), so a side whose probe reads about 1.5x the others' ran slow for that reason, not for
+its code. Nothing is dropped for it: the medians use every pair. `--out FILE` also saves every
+child's JSON and the ratios.
 """
 
 from __future__ import annotations
@@ -55,6 +59,26 @@ def run_child(script: Path, side: str, argv: list[str], verbose: bool) -> dict:
         return json.loads(out.read_text())
 
 
+def matmul_probe() -> float:
+    """Milliseconds for nine float32 products at the tiny student's decode shapes (64 rows; q/k/v, o,
+    gate/up, down per layer of two, then the head), on this process's torch threads: median of 5 x 50."""
+    import time
+
+    import torch
+
+    gen = torch.Generator().manual_seed(0)  # not the global generator: the sides seed their own runs
+    shapes = [(128, 256), (128, 128), (128, 768), (384, 128)] * 2 + [(128, 128)]
+    pairs = [(torch.randn(64, i, generator=gen), torch.randn(i, o, generator=gen)) for i, o in shapes]
+    runs = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(50):
+            for x, w in pairs:
+                x @ w
+        runs.append((time.perf_counter() - t0) / 50)
+    return 1e3 * statistics.median(runs)
+
+
 def per_token(r: dict) -> float:
     return r["seconds_measured"] / max(r["tokens_generated"], 1)
 
@@ -76,13 +100,15 @@ def report(title: str, a: str, b: str, records: list[dict]) -> dict:
     """Print every pair and the medians; returns the medians."""
     print(f"\n{title}\nratios are time {a} / time {b} (below 1: {a} is faster)")
     head = (f"{'pair':>4}  {a + ' s/step':>16} {b + ' s/step':>16} {'ratio/step':>10}  {a + ' tokens':>16} "
-            f"{b + ' tokens':>16} {a + ' ms/tok':>16} {b + ' ms/tok':>16} {'ratio/token':>11} {'max load':>8}")
+            f"{b + ' tokens':>16} {a + ' ms/tok':>16} {b + ' ms/tok':>16} {'ratio/token':>11} {'max load':>8} "
+            f"{'probe ms ' + a + '/' + b:>20}")
     print(head)
     for r in records:
         ra, rb = r[a], r[b]
         print(f"{r['pair']:>4}  {ra['seconds_per_step']:>16.3f} {rb['seconds_per_step']:>16.3f} {r['ratio_step']:>10.3f}  "
               f"{ra['tokens_generated']:>16d} {rb['tokens_generated']:>16d} {1e3 * per_token(ra):>16.3f} "
-              f"{1e3 * per_token(rb):>16.3f} {r['ratio_token']:>11.3f} {max(ra['load'] + rb['load']):>8.2f}")
+              f"{1e3 * per_token(rb):>16.3f} {r['ratio_token']:>11.3f} {max(ra['load'] + rb['load']):>8.2f} "
+              f"{max(ra['probe_ms']):>9.3f}/{max(rb['probe_ms']):.3f}")
     medians = {"ratio_step": statistics.median(r["ratio_step"] for r in records),
                "ratio_token": statistics.median(r["ratio_token"] for r in records)}
     print(f"median ratio {a}/{b} over {len(records)} pairs: per step {medians['ratio_step']:.3f}, "
@@ -127,10 +153,11 @@ def run_side(args: argparse.Namespace, sides: dict[str, Side]) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    load_before = os.getloadavg()[0]
+    load_before, probe_before = os.getloadavg()[0], matmul_probe()
     result = {"side": args.side, "threads": args.threads, **sides[args.side](args)}
     # The 1-minute load average around the run: above the thread count, something else competed for the cores.
     result["load"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    result["probe_ms"] = [round(probe_before, 3), round(matmul_probe(), 3)]
     line = json.dumps(result)
     print(line, flush=True)
     if args.json:
