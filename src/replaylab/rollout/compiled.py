@@ -12,10 +12,11 @@ so later processes take about 7 s), so it is opt-in.
 One trace serves every batch and cache length: the batch (it shrinks when finished rows are dropped),
 the cache length (prompt width + response budget) and the number of slots written so far are symbolic,
 the model's sizes are constants. Like the eager step, it attends over the slots written so far (the key
-mask's width), not the whole preallocated cache. Prefill stays on the eager forward (one call per batch). The maths is the
-eager step's (the same weights, norms, rotary, grouped-query attention); the fused kernels sum in another
-order, so log-probs agree within float rounding, not bit for bit, and a run's samples part from a
-`compile=false` run's once a near-tie falls the other way (the flag is in the config hash).
+mask's width), not the whole preallocated cache, whose other slots are uninitialised. Prefill stays on
+the eager forward (one call per batch). The maths is the eager step's (the same weights, norms, rotary,
+grouped-query attention); the fused kernels sum in another order, so log-probs agree within float
+rounding, not bit for bit, and a run's samples part from a `compile=false` run's once a near-tie falls
+the other way (the flag is in the config hash).
 tests/test_rollout_compiled.py checks greedy tokens against `rollout=hf`, behaviour log-probs against
 the trainer's recomputation, repeatability, and that shrinking batches reuse the one compiled graph.
 """
