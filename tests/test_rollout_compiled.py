@@ -1,8 +1,9 @@
 """rollout.compile: the inductor-compiled decode step samples what the trainer assumes, like the eager one.
 
 Greedy decoding equals rollout=hf token for token, sampled behaviour log-probs equal the trainer's
-recomputation, the same seed gives the same samples, and one compiled graph serves batches that shrink
-as rows finish and other cache lengths (a recompile per shape would cost seconds per generate call).
+recomputation, the same seed gives the same samples, no step reads a cache slot not yet written, and
+one compiled graph serves batches that shrink as rows finish and other cache lengths from the first call
+on (a recompile per shape would cost seconds per generate call).
 Then through the real call path: a training run with rollout.compile=true (the config error for it
 under another engine is in tests/test_config_checks.py). Compiling takes ~10-20 s per model shape on
 2 cores; the models are the ones tests/test_rollout_fast.py builds."""
@@ -19,6 +20,7 @@ from replaylab.models.batching import score_logprobs
 from replaylab.rollout.base import SamplingParams
 from replaylab.rollout.fast import FastGenerator
 from replaylab.rollout.hf import HFGenerator
+from replaylab.types import Prompt
 from conftest import load_rows
 from test_rollout_fast import _model, _prompts, tok  # noqa: F401  (tok is a fixture)
 
@@ -86,19 +88,27 @@ def test_decoding_reads_only_the_cache_slots_written_so_far(tok, monkeypatch, co
     out = _flat(FastGenerator(model, tok, compile=compile).generate(_prompts(tok), params, seed=0))
     assert [s.response_ids.tolist() for s in out] == [s.response_ids.tolist() for s in clean]
     assert all(torch.isfinite(s.behaviour_logprobs).all() for s in out)
+    assert len({s.num_tokens for s in out}) > 1, "no row stopped early: compaction's copies went untested"
 
 
-def test_one_graph_serves_shrinking_batches_and_other_cache_lengths(tok):
+def test_one_graph_serves_shrinking_batches_and_other_cache_lengths(tok, monkeypatch):
+    """One graph from the first call on, even when that call's first key mask is as wide as its batch
+    (12 prompts of width 11): dynamo's duck sizing would otherwise tie the two sizes and compile again."""
+    from replaylab.rollout import compiled
+
+    _dynamo.reset()  # trace afresh in this test (inductor's disk cache keeps it to seconds)
+    monkeypatch.setattr(compiled, "_steps", {})
     model = _model("qwen3", tok)
     gen = FastGenerator(model, tok, compile=True)
-    gen.generate(_prompts(tok), SamplingParams(12, temperature=1.0), seed=0)  # compiles
     graphs = _dynamo.utils.counters["stats"]["unique_graphs"]
+    same_width = [Prompt(f"w{i}", "x", (5 + i % 7,) * 11, "0") for i in range(12)]
+    gen.generate(same_width, SamplingParams(12, temperature=1.0), seed=0)
     lengths = set()
     for n, budget, seed in [(12, 30, 1), (7, 18, 2), (3, 40, 3)]:  # other batch sizes, cache lengths and stops
         out = _flat(gen.generate(_prompts(tok, n), SamplingParams(budget, temperature=1.0), seed=seed))
         lengths |= {s.num_tokens for s in out}
     assert len(lengths) > 3
-    assert _dynamo.utils.counters["stats"]["unique_graphs"] == graphs, "a new batch or cache shape recompiled the step"
+    assert _dynamo.utils.counters["stats"]["unique_graphs"] == graphs + 1, "a batch or cache shape compiled the step again"
 
 
 def test_a_training_run_with_rollout_compile(run_train):

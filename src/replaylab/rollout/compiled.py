@@ -18,7 +18,8 @@ grouped-query attention); the fused kernels sum in another order, so log-probs a
 rounding, not bit for bit, and a run's samples part from a `compile=false` run's once a near-tie falls
 the other way (the flag is in the config hash).
 tests/test_rollout_compiled.py checks greedy tokens against `rollout=hf`, behaviour log-probs against
-the trainer's recomputation, repeatability, and that shrinking batches reuse the one compiled graph.
+the trainer's recomputation, repeatability, that a NaN-filled cache gives the same tokens (no unwritten
+slot is read), and that one graph serves every call from the first, shrinking batches included.
 """
 
 from __future__ import annotations
@@ -60,13 +61,30 @@ def decode_step(dec, flat: list[torch.Tensor], ids: torch.Tensor, slot: int, cos
         # cpp.threads=1: the generated kernels run on one thread (the matmuls they call still use torch's
         # threads). With inductor's own parallel regions, the eager phases of a training run (the loss's
         # forward/backward, teacher scoring) ran 8-13% slower once the step had run in the process.
-        _steps[key] = torch.compile(_make_step(*key), dynamic=True, fullgraph=True,
-                                    options={"cpp_wrapper": True, "cpp.threads": 1})
+        step = torch.compile(_make_step(*key), dynamic=True, fullgraph=True,
+                             options={"cpp_wrapper": True, "cpp.threads": 1})
+        _trace_on_distinct_sizes(step, dec, flat)
+        _steps[key] = step
     # Fresh tensors, never views: dynamo guards on an input's base, so a view in one call and a fresh
     # tensor in the next (after the batch shrank) would recompile.
     # The key mask up to the new slot, a fresh copy: its width is how many cache slots the step attends over.
     return _steps[key](flat, dec.embed, ids.clone(), torch.tensor([slot], device=ids.device), cos.contiguous(),
                        sin.contiguous(), cache.k, cache.v, cache.key_bias[:, :, : slot + 1].clone())
+
+
+def _trace_on_distinct_sizes(step, dec, flat: list[torch.Tensor]) -> None:
+    """Trace the step once on sizes that equal no other (3 rows, 6 key rows, 5 of 7 slots written).
+    Dynamo's duck sizing gives sizes that are equal at the first trace one symbol: a first real step
+    whose key mask is as wide as its batch (prompt width + 1 = rows) or as the head size would tie
+    them, and the next step would compile again (seconds). The graph traced here serves every later
+    call; the throwaway cache is zero-filled so the call reads no uninitialised memory."""
+    device = dec.device
+    cache = dec.new_cache(3, 7)
+    for t in cache.k + cache.v:
+        t.zero_()
+    rotary = torch.zeros(3, 1, dec.head_dim, dtype=dec.embed.dtype, device=device)
+    step(flat, dec.embed, torch.zeros(3, dtype=torch.long, device=device), torch.tensor([4], device=device),
+         rotary, rotary.clone(), cache.k, cache.v, torch.zeros(3, 1, 5, dtype=dec.embed.dtype, device=device))
 
 
 def _make_step(heads: int, kv_heads: int, eps: float, scale: float):

@@ -42,7 +42,9 @@ class KVCache:
     """Keys (B * H_kv, D, S) and values (B * H_kv, S, D) of every layer, preallocated for prompt +
     response: the batched matmuls of attention read a slice of them in place (no copy). Keys are
     stored transposed because the score matmul q @ K^T then reads contiguous rows (measured: a
-    decode step's score matmul about a quarter faster than through a transposed view)."""
+    decode step's score matmul about a quarter faster than through a transposed view). The buffers are
+    uninitialised: a reader slices them to the slots written so far (prefill writes every prompt slot,
+    left padding included, and each step its own)."""
 
     def __init__(self, layers: int, batch: int, heads: int, length: int, dim: int, dtype, device):
         self.heads = heads
