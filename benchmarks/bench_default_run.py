@@ -23,9 +23,14 @@ import time
 from pathlib import Path
 
 
+def tree_env(tree: Path) -> dict[str, str]:
+    """The environment that runs `tree`'s code in this venv: its `src/` first and its own `conf/`."""
+    return {**os.environ, "PYTHONPATH": str(tree / "src"), "REPLAYLAB_CONF": str(tree / "conf")}
+
+
 def run_once(tree: Path, overrides: list[str]) -> dict:
     out = Path(tempfile.mkdtemp(prefix=f"bench-{tree.name}-"))
-    env = {**os.environ, "PYTHONPATH": str(tree / "src"), "REPLAYLAB_CONF": str(tree / "conf")}
+    env = tree_env(tree)
     cmd = [sys.executable, "-m", "replaylab.train", f"output_root={out}", "progress=false", "wandb.enabled=false", *overrides]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, check=False)
