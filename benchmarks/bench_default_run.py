@@ -28,6 +28,15 @@ def tree_env(tree: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(tree / "src"), "REPLAYLAB_CONF": str(tree / "conf")}
 
 
+def tree_parser(doc: str, baseline_help: str) -> argparse.ArgumentParser:
+    """The arguments every older-tree benchmark takes: --baseline TREE, --candidate TREE (this checkout), --pairs."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--baseline", type=Path, required=True, help=baseline_help)
+    ap.add_argument("--candidate", type=Path, default=Path(__file__).resolve().parents[1])
+    ap.add_argument("--pairs", type=int, default=1)
+    return ap
+
+
 def run_once(tree: Path, overrides: list[str]) -> dict:
     out = Path(tempfile.mkdtemp(prefix=f"bench-{tree.name}-"))
     env = tree_env(tree)
@@ -49,10 +58,7 @@ def run_once(tree: Path, overrides: list[str]) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--baseline", type=Path, required=True, help="source tree of the older commit")
-    ap.add_argument("--candidate", type=Path, default=Path(__file__).resolve().parents[1])
-    ap.add_argument("--pairs", type=int, default=1)
+    ap = tree_parser(__doc__, "source tree of the older commit")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for both sides")
     a = ap.parse_args()
     ratios = []

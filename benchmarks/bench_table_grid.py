@@ -25,7 +25,6 @@ takes about 35 minutes on 2 cores.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import statistics
@@ -35,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_default_run import tree_env
+from bench_default_run import tree_env, tree_parser
 
 # The 306b9f3 sweep file's settings, as overrides of today's config (trainer opd's lr 1e-3 and tiny8's
 # world are today's defaults too; today's tiny_ropd sweep file sets the tinylong world, lr 3e-4 and more).
@@ -75,10 +74,7 @@ def run_sweep(tree: Path, overrides: list[str]) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--baseline", type=Path, required=True, help="source tree of 306b9f3 (or another commit with the same sweep)")
-    ap.add_argument("--candidate", type=Path, default=Path(__file__).resolve().parents[1])
-    ap.add_argument("--pairs", type=int, default=1)
+    ap = tree_parser(__doc__, "source tree of 306b9f3 (or another commit with the same sweep)")
     ap.add_argument("--candidate-first", action="store_true", help="run the candidate first in every pair")
     ap.add_argument("--both", action="append", default=[], metavar="KEY=VALUE", help="override for both sides")
     ap.add_argument("overrides", nargs="*", help="extra Hydra overrides for the candidate")
