@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from replaylab.results.rows import read_rows
+
 from bench_default_run import tree_env, tree_parser
 
 # The 306b9f3 sweep file's settings, as overrides of today's config (trainer opd's lr 1e-3 and tiny8's
@@ -50,8 +52,7 @@ def tiny8_means(root: Path) -> dict[str, float]:
     runs = collections.defaultdict(list)
     for rows in root.glob("*/*/rows.jsonl"):
         per = collections.defaultdict(list)
-        for line in rows.read_text().splitlines():
-            r = json.loads(line)
+        for r in read_rows(rows):
             if r.get("split") == "eval" and r.get("metric") == "avg@k" and str(r.get("benchmark", "")).startswith("tiny8/"):
                 per[f"{r.get('budget')}@{r['update']}"].append(r["value"])
         for key, values in per.items():
