@@ -37,7 +37,7 @@ PROMPTS, GROUP, MAX_TOKENS, TEMPERATURE, LR = 8, 8, 48, 0.7, 1e-4
 
 
 def overrides(args: argparse.Namespace) -> list[str]:
-    return ["trainer=grpo", "teacher=none", f"rollout.engine={args.rollout}", f"rollout.compile={str(args.compile).lower()}",
+    return ["trainer=grpo", "teacher=none", f"rollout.engine={args.rollout}", f"trainer.forward={args.forward}", f"rollout.compile={str(args.compile).lower()}",
             f"trainer.prompts_per_iteration={PROMPTS}",
             f"trainer.samples_per_prompt={GROUP}", f"budget.max_response_tokens={MAX_TOKENS}",
             f"rollout.temperature={TEMPERATURE}", f"trainer.lr={LR}",
@@ -89,7 +89,7 @@ def main() -> None:
     args = p.parse_args()
     if args.side:
         return alternate.run_side(args, SIDES)
-    title = (f"GRPO step: replaylab (rollout={args.rollout}{' compiled' if args.compile else ''}) vs TRL GRPOTrainer, {PROMPTS} prompts x {GROUP} samples, "
+    title = (f"GRPO step: replaylab (rollout={args.rollout}{' compiled' if args.compile else ''}, trainer.forward={args.forward}) vs TRL GRPOTrainer, {PROMPTS} prompts x {GROUP} samples, "
              f"<= {MAX_TOKENS} tokens, {args.threads} threads")
     alternate.save(args.out, [alternate.parent(__file__, args, "replaylab", "trl", title,
                                                target=("ratio_token", "<=", 0.5))])

@@ -30,7 +30,7 @@ generated token for both, the ratios replaylab / TRL and their medians. Target: 
 token (median of pairs).
 
     pip install -e '.[bench]'
-    python benchmarks/bench_trl_opd.py [--pairs 5] [--steps 8] [--warmup 2] [--threads 2] [--compile] [--out opd.json]
+    python benchmarks/bench_trl_opd.py [--pairs 5] [--steps 8] [--warmup 2] [--threads 2] [--compile] [--forward auto|pruned|module] [--out opd.json]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import common
 
 
 def overrides(args: argparse.Namespace) -> list[str]:
-    return ["trainer=opd", f"rollout.engine={args.rollout}", f"rollout.compile={str(args.compile).lower()}",
+    return ["trainer=opd", f"rollout.engine={args.rollout}", f"trainer.forward={args.forward}", f"rollout.compile={str(args.compile).lower()}",
             f"trainer.threads={args.threads}"]
 
 
@@ -91,7 +91,7 @@ def main() -> None:
         return alternate.run_side(args, SIDES)
     _, obj = common.config(overrides(args))
     t = obj.trainer
-    title = (f"OPD step ({t.objective} vs DistillationTrainer beta=1, reverse KL): replaylab (rollout={args.rollout}{' compiled' if args.compile else ''}) "
+    title = (f"OPD step ({t.objective} vs DistillationTrainer beta=1, reverse KL): replaylab (rollout={args.rollout}{' compiled' if args.compile else ''}, trainer.forward={args.forward}) "
              f"vs TRL, {t.prompts_per_iteration} prompts x {t.samples_per_prompt} sample, <= "
              f"{obj.budget.max_response_tokens} tokens, lr {t.lr:g}, {args.threads} threads")
     alternate.save(args.out, [alternate.parent(__file__, args, "replaylab", "trl", title,

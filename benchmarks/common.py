@@ -144,3 +144,5 @@ def add_step_arguments(p) -> None:
     p.add_argument("--rollout", default="fast", choices=["fast", "hf"], help="replaylab's rollout engine")
     p.add_argument("--compile", action="store_true", help="replaylab with rollout.compile=true (rollout=fast only; "
                    "the compiling falls in the warm-up steps)")
+    p.add_argument("--forward", default="auto", choices=["auto", "pruned", "module"],
+                   help="replaylab's trainer.forward (pruned: the lean forward's last layer on the read positions only)")

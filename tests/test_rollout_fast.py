@@ -23,7 +23,7 @@ from transformers.generation.logits_process import (
 from replaylab.models.batching import score_logprobs
 from replaylab.models.tiny_tokenizer import build_tiny_tokenizer
 from replaylab.rollout.base import NonFiniteLogits, SamplingParams
-from replaylab.models.lean import UnsupportedModel
+from replaylab.models.lean import MIN_PRUNED_ROWS, UnsupportedModel
 from replaylab.rollout.fast import FastGenerator
 from replaylab.rollout.hf import HFGenerator
 from replaylab.rollout.sampling import sample_next
@@ -88,6 +88,34 @@ def test_behaviour_logprobs_equal_the_trainers_recomputation(tok, kind, params, 
     recomputed = score_logprobs(model, samples, tok.pad_token_id, 64, params.temperature)
     for s, (logp, _) in zip(samples, recomputed):
         torch.testing.assert_close(s.behaviour_logprobs, logp, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["qwen3", "qwen2"])
+def test_the_pruned_prefill_computes_the_full_prefills_numbers(tok, kind, monkeypatch, matmul_kernel):
+    """A prefill of at least MIN_PRUNED_ROWS prompts runs its last layer's MLP on the last position only;
+    the logits, every cached key and value and the sampled rows are the full layer's to the bit."""
+    from replaylab.rollout import decoder as decoder_module
+
+    gen = FastGenerator(_model(kind, tok), tok)
+    gen.decoder.ensure_packed()
+    prompts, params = _prompts(tok, 20), SamplingParams(16, temperature=1.0, n=2)
+    P = max(len(p.token_ids) for p in prompts)
+    assert len({p.token_ids for p in prompts}) >= MIN_PRUNED_ROWS and P > 1
+    rows, dense_add = [], decoder_module.kernels.dense_add
+    monkeypatch.setattr(decoder_module.kernels, "dense_add",
+                        lambda r, x, w: (rows.append(len(x)) if w is gen.decoder.layers[-1].down else None) or dense_add(r, x, w))
+    out = {}
+    for prune in (False, True):
+        gen.decoder.prune_prefill = prune
+        rows.clear()
+        cache, logits, _, _ = gen._prefill(prompts, 8)
+        assert rows == [len(prompts) * (1 if prune else P)]
+        sampled = [(s.response_ids, s.behaviour_logprobs) for g in gen.generate(prompts, params, seed=1) for s in g]
+        out[prune] = (logits, [k[:, :, :P] for k in cache.k] + [v[:, :P] for v in cache.v], sampled)
+    (full, full_cache, full_rows), (pruned, pruned_cache, pruned_rows) = out[False], out[True]
+    assert torch.equal(full, pruned)
+    assert all(torch.equal(a, b) for a, b in zip(full_cache, pruned_cache))
+    assert all(torch.equal(a, c) and torch.equal(b, d) for (a, b), (c, d) in zip(full_rows, pruned_rows))
 
 
 def test_weights_follow_the_optimizer(tok):

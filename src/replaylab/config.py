@@ -139,10 +139,12 @@ class TrainerConfig:
     micro_batch: int = knob(0, "sequences per loss forward/backward: a gradient group larger than this is cut into "
                                "chunks of similar length whose gradients accumulate (each chunk pads only to its own "
                                "longest row; the same gradient up to float summation order); 0 = one pass per group")
-    forward: str = knob("auto", "how loss, scoring and probe forwards run: auto (the packed lean forward of models/lean.py: "
-                                "projections over real tokens only, for a plain float32 Qwen3/Qwen2/Llama module; a "
-                                "DDP/FSDP2 policy, another architecture or gradient checkpointing uses the module) | "
-                                "module (always the transformers module: the reference path)")
+    forward: str = knob("auto", "how loss, scoring and probe forwards run: auto (models/lean.py's packed forward for a plain float32 "
+                                "Qwen3/Qwen2/Llama module, else the module; without autograd its last layer's o_proj and MLP "
+                                "run only where logits are read: no number changes) | pruned (auto with the loss forward "
+                                "pruned too: the same logits, that layer's weight gradients summed over fewer rows, so not "
+                                "auto's run bit for bit; an error if the policy cannot take the lean forward) | module "
+                                "(always the transformers module: the reference path)")
     sketch_dim: int = knob(0, "dimension of the random gradient sketch handed to strategies that read it (ropd statistic=sketch); 0 = norms only")
     aggregation: str = knob("dapo", "loss aggregation: grpo (per-sequence mean) | dapo (global token mean) | dr_grpo (constant normaliser; GRPO objective only)")
     advantage: str = knob("zscore", "GRPO group advantage: zscore | center (grpo objective only)")
@@ -178,7 +180,7 @@ class TrainerConfig:
         p = "trainer."
         check_choice(self.aggregation, p + "aggregation", ["grpo", "dapo", "dr_grpo"])
         check_choice(self.advantage, p + "advantage", ["zscore", "center"])
-        check_choice(self.forward, p + "forward", ["auto", "module"])
+        check_choice(self.forward, p + "forward", ["auto", "pruned", "module"])
         check_choice(self.matmul, p + "matmul", ["auto", "onednn", "blas"])
         check_choice(self.advantage_std, p + "advantage_std", ["population", "sample"])
         check_choice(self.lr_schedule, p + "lr_schedule", ["constant", "cosine"])

@@ -27,6 +27,18 @@ SUPPORTED = ("qwen3", "qwen2", "llama")
 ATTR = "_replaylab_lean_forward"  # set on a module by `attach`; batching.response_logits reads it
 
 
+# When the last layer runs its output projection and MLP on the positions whose logits are read only
+# (`LeanForward.prune`): "no_grad" (trainer.forward=auto) in forwards without autograd (teacher scoring,
+# proximal and reference log-probs, probes), whose logits are then the full layer's to the bit (a dense
+# product's row does not depend on the other rows once there are a few of them: MIN_PRUNED_ROWS);
+# "always" (trainer.forward=pruned) in the loss forward too, whose weight gradients of that layer then sum
+# over fewer rows (another float order: a run differs from auto's in the last bits); "never" (tests).
+PRUNE_MODES = ("no_grad", "always", "never")
+# MKL and oneDNN compute a product of 1-5 rows by another path than a larger one (measured on the Intel
+# Xeon: different last bits), so a pruned layer keeps at least this many rows or is not pruned.
+MIN_PRUNED_ROWS = 16
+
+
 class UnsupportedModel(ValueError):
     pass
 
@@ -85,6 +97,7 @@ class LeanForward:
         self.heads, self.kv_heads = c.num_attention_heads, c.num_key_value_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         self.eps = c.rms_norm_eps
+        self.prune = "no_grad"  # PRUNE_MODES: when the last layer runs on the read positions only
 
     def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
                start: int, stop: int, context: int = 0) -> torch.Tensor:
@@ -115,7 +128,17 @@ class LeanForward:
         # rotate_half(x) * sin == roll(x, D/2) * (sin with its first half negated)
         cos, sin = cos[0, :, None], torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)[:, None]
         width = (H + 2 * Hk) * D
-        for layer in base.layers:
+        # the requested positions that are real tokens, as rows of x and as rows of the (B * (stop - start)) output
+        window = real[:, start:stop]
+        rows = plan.source.view(B, S)[:, start:stop][window]
+        last = -1
+        if self.prune == "always" or (self.prune == "no_grad" and not torch.is_grad_enabled()):
+            # the last layer runs on the distinct packed rows read (a shared context's last slot once)
+            distinct, reread = torch.unique(rows, sorted=True, return_inverse=True)
+            if len(distinct) >= MIN_PRUNED_ROWS and len(distinct) < len(plan.computed):
+                last, rows = len(base.layers) - 1, distinct
+                read = plan.computed.index_select(0, rows)  # their slots in the (B * S) layout
+        for i, layer in enumerate(base.layers):
             a, m = layer.self_attn, layer.mlp
             h = F.rms_norm(x, (x.shape[-1],), layer.input_layernorm.weight, self.eps)
             bias = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]) if a.q_proj.bias is not None else None
@@ -129,15 +152,21 @@ class LeanForward:
             padded = padded.view(B, S, H + 2 * Hk, D).transpose(1, 2)  # (B, heads, S, D)
             att = F.scaled_dot_product_attention(padded[:, :H], padded[:, H : H + Hk], padded[:, H + Hk :],
                                                  attn_mask=visible[:, None], scale=a.scaling, enable_gqa=H != Hk)
-            att = att.transpose(1, 2).reshape(B * S, H * D).index_select(0, plan.computed)
+            att = att.transpose(1, 2).reshape(B * S, H * D)
+            if i == last:
+                # Nothing reads the last layer's output at a position whose logits are not asked for (only
+                # its keys and values, above), so o_proj and the MLP run on the read positions alone.
+                # Attention keeps its full shape: its kernels round a query differently when there are
+                # fewer of them, the dense products do not, so the logits stay the full layer's.
+                att, x = att.index_select(0, read), x.index_select(0, rows)
+            else:
+                att = att.index_select(0, plan.computed)
             x = x + kernels.linear(att, a.o_proj.weight)
             h = F.rms_norm(x, (x.shape[-1],), layer.post_attention_layernorm.weight, self.eps)
             gate, up = kernels.linear(h, torch.cat([m.gate_proj.weight, m.up_proj.weight])).chunk(2, dim=-1)
             x = x + kernels.linear(F.silu(gate) * up, m.down_proj.weight)
-        # the requested positions that are real tokens, as rows of x and as rows of the (B * (stop - start)) output
-        window = real[:, start:stop]
-        rows = plan.source.view(B, S)[:, start:stop][window]
-        x = F.rms_norm(x.index_select(0, rows), (x.shape[-1],), base.norm.weight, self.eps)
+        x = x.index_select(0, rows if last < 0 else reread)
+        x = F.rms_norm(x, (x.shape[-1],), base.norm.weight, self.eps)
         logits = kernels.linear(x, self.model.lm_head.weight, getattr(self.model.lm_head, "bias", None)).float()
         out = logits.new_zeros(B * (stop - start), logits.shape[-1])
         return out.index_copy(0, window.flatten().nonzero().squeeze(-1), logits).view(B, stop - start, -1)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from replaylab.models import kernels
-from replaylab.models.lean import UnsupportedModel, supports
+from replaylab.models.lean import MIN_PRUNED_ROWS, UnsupportedModel, supports
 
 
 @dataclass
@@ -81,6 +81,7 @@ class LeanDecoder:
         self.layers: list[_Layer] = []
         self.stale = True
         self.packed_for: str | None = None  # the matmul kernel the weights are packed for
+        self.prune_prefill = True  # a prefill's last layer on the last position only (tests turn it off)
 
     def ensure_packed(self) -> None:
         """Re-pack if an optimizer step changed the weights (`stale`) or another kernel was selected."""
@@ -146,6 +147,7 @@ class LeanDecoder:
         bias = bias.reshape(B * Hk, bias.shape[2], end)
         if S > 1:  # one row per (query head of the group, position): the group-major order of qg
             bias = bias.repeat(1, G, 1)
+        last = len(self.layers) - 1
         for i, w in enumerate(self.layers):
             h = _rms_norm(x, w.ln1, self.eps)
             qkv = kernels.dense(h, w.qkv, w.qkv_b).view(B, S, H + 2 * Hk, D)
@@ -164,6 +166,12 @@ class LeanDecoder:
             scores = torch.baddbmm(bias, qg, keys_t, alpha=self.scale)
             att = torch.bmm(torch.softmax(scores, dim=-1), values)  # (B * H_kv, G * S, D)
             att = att.view(B, H, S, D).transpose(1, 2).reshape(B * S, H * D)
+            if i == last and S > 1 and B >= MIN_PRUNED_ROWS and self.prune_prefill:
+                # Only the last position's logits are read, so the last layer's output projection and
+                # MLP run on it alone. Attention keeps its full shape: batched matmuls round a row
+                # differently when the batch has fewer rows, and the dense products do not, so every
+                # number stays the full layer's.
+                att, x, S = att.view(B, S, -1)[:, -1], x.view(B, S, -1)[:, -1], 1
             x = kernels.dense_add(x, att, w.o)
             h = _rms_norm(x, w.ln2, self.eps)
             gate, up = kernels.dense(h, w.gate_up).chunk(2, dim=-1)

@@ -7,6 +7,7 @@ import copy
 import torch
 
 from replaylab.config import Config
+from replaylab.config_fields import check
 from replaylab.models import kernels, lean
 from replaylab.models.loading import load_causal_lm, load_tokenizer, resolve_path
 from replaylab.objectives import Objective, build_objective
@@ -152,11 +153,18 @@ def build_components(cfg: Config) -> Components:
 
         initial_generator = local_generator(in_process_engine(cfg.rollout.engine), initial, tokenizer, cfg.rollout.micro_batch,
                                             cfg.rollout.compile)
-    if cfg.trainer.forward == "auto":
-        # A wrapped (DDP/FSDP2) policy runs its own forward: its hooks sync gradients and gather shards.
-        unwrapped = policy if cfg.trainer.distributed == "none" else None
-        for model in (unwrapped, ref, teacher.distribution_model() if teacher is not None else None):
-            if model is not None:
-                lean.attach(model)
+    if cfg.trainer.forward != "module":
+        attach_lean_forwards(cfg, policy, ref, teacher.distribution_model() if teacher is not None else None)
     return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref, initial_generator,
                       objective)
+
+
+def attach_lean_forwards(cfg: Config, policy, ref, teacher_model) -> None:
+    """The lean forward (models/lean.py) for every model that can take it; `pruned` asks for it on the policy."""
+    pruned = cfg.trainer.forward == "pruned"
+    # A wrapped (DDP/FSDP2) policy runs its own forward: its hooks sync gradients and gather shards.
+    why = "trainer.distributed wraps it" if cfg.trainer.distributed != "none" else lean.trainable_reason(policy)
+    check(not (pruned and why), "trainer.forward", f"'pruned' needs the lean forward on the policy, which cannot take it: {why}")
+    for model in (policy if not why else None, ref, teacher_model):
+        if model is not None and lean.attach(model):
+            lean.lean_forward_of(model).prune = "always" if pruned else "no_grad"
