@@ -33,7 +33,6 @@ ATTR = "_replaylab_lean_forward"  # set on a module by `attach`; batching.respon
 # product's row does not depend on the other rows once there are a few of them: MIN_PRUNED_ROWS);
 # "always" (trainer.forward=pruned) in the loss forward too, whose weight gradients of that layer then sum
 # over fewer rows (another float order: a run differs from auto's in the last bits); "never" (tests).
-PRUNE_MODES = ("no_grad", "always", "never")
 # MKL and oneDNN compute a product of 1-5 rows by another path than a larger one (measured on the Intel
 # Xeon: different last bits), so a pruned layer keeps at least this many rows or is not pruned.
 MIN_PRUNED_ROWS = 16
@@ -97,7 +96,7 @@ class LeanForward:
         self.heads, self.kv_heads = c.num_attention_heads, c.num_key_value_heads
         self.head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
         self.eps = c.rms_norm_eps
-        self.prune = "no_grad"  # PRUNE_MODES: when the last layer runs on the read positions only
+        self.prune = "no_grad"  # no_grad | always | never: when the last layer runs on the read positions only
 
     def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
                start: int, stop: int, context: int = 0) -> torch.Tensor:
