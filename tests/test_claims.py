@@ -84,6 +84,13 @@ def test_verdict_rules_on_intervals():
     uniform = Claim("p", "s", "x", (higher(), higher()), combine="not_uniform")
     assert claim_verdict(uniform, ["reproduced", "contradicted"]) == "reproduced"
     assert claim_verdict(uniform, ["reproduced", "reproduced"]) == "contradicted"
+    # a check without pairs (its arm not run yet) decides nothing and hides no decisive check
+    assert claim_verdict(claim, ["contradicted", "too few pairs"]) == "contradicted"
+    assert claim_verdict(claim, ["reproduced", "too few pairs"]) == "inconclusive"
+    assert claim_verdict(uniform, ["contradicted", "too few pairs"]) == "reproduced"
+    assert claim_verdict(uniform, ["reproduced", "too few pairs"]) == "inconclusive"
+    assert claim_verdict(claim, ["too few pairs", "too few pairs"]) == "too few pairs"
+    assert claim_verdict(claim, []) == "not run"
 
 
 def test_a_noisy_null_is_inconclusive_and_a_precise_null_contradicts_a_claimed_gain():
@@ -142,7 +149,11 @@ def test_claims_command_writes_a_report_and_one_figure_per_claim(tmp_path, monke
     claims = (Claim("Demo", "new beats current", "demo", (higher("final"), higher("first", update="first"))),
               Claim("Demo", "a sweep nobody ran", "absent", (higher(),)),
               Claim("Demo", "an arm nobody ran", "demo",
-                    (Check("ghost", {"strategy": "ghost"}, {"strategy": "current"}, "higher", 3.0),)))
+                    (Check("ghost", {"strategy": "ghost"}, {"strategy": "current"}, "higher", 3.0),)),
+              # one check contradicted, the other without pairs: the claim is contradicted, not left open
+              Claim("Demo", "current beats new, and the ghost too", "demo",
+                    (Check("current", {"strategy": "current"}, {"strategy": "new"}, "higher", 3.0),
+                     Check("ghost", {"strategy": "ghost"}, {"strategy": "current"}, "higher", 3.0))))
     monkeypatch.setattr(tiny_claims, "CLAIMS", claims)
     monkeypatch.setattr(tiny_claims, "CONTROLS", {"demo": "current"})
     out = tmp_path / "reports" / "claims.md"
@@ -151,11 +162,14 @@ def test_claims_command_writes_a_report_and_one_figure_per_claim(tmp_path, monke
     summary = text.split("## Known-effect controls")[0]
     assert any("new beats current" in line and "reproduced" in line for line in summary.splitlines())
     assert any("a sweep nobody ran" in line and "not run" in line for line in summary.splitlines())
+    assert any("an arm nobody ran" in line and "too few pairs" in line for line in summary.splitlines())
+    assert any("the ghost too" in line and "contradicted" in line for line in summary.splitlines())
     assert "control detected" in text  # current learns from update 30 to 60 in every order
     assert any("new beats current" in line and "| detected" in line for line in summary.splitlines())
     figure = out.parent / "claims_01.png"
     assert figure.exists() and not (out.parent / "claims_02.png").exists()
     assert not (out.parent / "claims_03.png").exists()  # no empty figure for an arm without runs
+    assert (out.parent / "claims_04.png").exists()  # the check with pairs is drawn
     assert Image.open(figure).size[0] > 500
     assert claims_report.__doc__  # the module says what the report holds
 

@@ -166,3 +166,16 @@ def test_cli_table_paired_plan(tmp_path, capsys):
     for bad in ("0", "-1", "inf", "nan"):
         assert main(["table", str(exp), "--paired", "current", "--plan", bad]) == 2
         assert "must be a positive number" in capsys.readouterr().err
+
+
+def test_a_stale_run_beside_its_cell_is_named_not_paired_twice():
+    """A sweep re-run after a code change leaves the old run of an (order, seed) beside the new one: the
+    paired table must name both runs, not fail on a pair with two values or average them."""
+    records = rows({"current": [0.30, 0.32, 0.35, 0.31], "new": [0.33, 0.33, 0.39, 0.36]})
+    stale = [{**r, "run": r["run"] + "-old", "config_hash": "old", "versions": "replaylab_code=older"}
+             for r in records if r["strategy"] == "current" and r["order"] == 0]
+    with pytest.raises(ValueError, match=r"grpo-current-tiny-0-0 .*grpo-current-tiny-0-0-old|grpo-current-tiny-0-0-old .*grpo-current-tiny-0-0 "):
+        paired_table(tidy_frame(records + stale), "current")
+    stale_new = [{**r, "strategy": "new", "run": r["run"].replace("current", "new") + "-old"} for r in stale]
+    with pytest.raises(ValueError, match="same cell under two config hashes"):
+        paired_table(tidy_frame(records + stale_new), "current")

@@ -24,8 +24,9 @@ Each check states the expected direction and `effect`, the smallest difference t
 
 A claim is reproduced when every check is, contradicted when any check is, inconclusive otherwise;
 a claim with `combine="not_uniform"` ("X is not uniformly better") is reproduced when some check
-is contradicted, contradicted when every check is reproduced. A claim whose sweep has no runs is
-"not run".
+is contradicted, contradicted when every check is reproduced. A check without pairs (its arm not run
+yet) decides nothing but hides no decisive check; a claim none of whose checks has pairs says "too few
+pairs", and one whose sweep has no runs "not run".
 """
 
 from __future__ import annotations
@@ -237,12 +238,18 @@ def check_reading(claim: Claim, check: Check, verdict: str) -> tuple[str, str | 
 
 
 def claim_verdict(claim: Claim, verdicts: list[str]) -> str:
-    if not verdicts or any(v == "too few pairs" for v in verdicts):
-        return "not run" if not verdicts or all(v == "too few pairs" for v in verdicts) else "inconclusive"
+    """The claim's verdict from its checks'. A check without pairs decides nothing, but neither does it hide
+    a decisive one: a contradicted check contradicts a plain claim (and reproduces a not_uniform one)
+    whether or not another check has pairs yet."""
+    if not verdicts:
+        return "not run"
+    decided = [v for v in verdicts if v != "too few pairs"]
+    if not decided:
+        return "too few pairs"
     if claim.combine == "not_uniform":
-        if any(v == "contradicted" for v in verdicts):
+        if "contradicted" in decided:
             return "reproduced"
-        return "contradicted" if all(v == "reproduced" for v in verdicts) else "inconclusive"
-    if any(v == "contradicted" for v in verdicts):
+        return "contradicted" if decided == verdicts and all(v == "reproduced" for v in verdicts) else "inconclusive"
+    if "contradicted" in decided:
         return "contradicted"
-    return "reproduced" if all(v == "reproduced" for v in verdicts) else "inconclusive"
+    return "reproduced" if decided == verdicts and all(v == "reproduced" for v in verdicts) else "inconclusive"

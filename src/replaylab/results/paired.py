@@ -22,7 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from replaylab.results.aggregation import _select_eval, default_by, final_eval, is_accuracy, is_suite_mean, order_benchmarks, run_index
+from replaylab.results.aggregation import _check_replicates, _select_eval, default_by, final_eval, is_accuracy, is_suite_mean, order_benchmarks, run_index
 from replaylab.results.frame import NoRowsError, versions_note
 
 if TYPE_CHECKING:
@@ -123,6 +123,9 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
     extra = [c for c in default_by(runs, block) if c != "strategy"]
     if extra:
         raise ValueError(f"runs also differ in {extra}: pair within one configuration (filter the rows first)")
+    # two runs of one strategy on one (order, seed), such as a stale run of an older commit beside its cell,
+    # would pair one difference with two values: name them instead
+    _check_replicates(runs, [c for c in (block, "strategy", "seed") if c and c in runs.columns])
     chosen, _ = _select_eval(df[(df["split"] == "eval") & df["metric"].isin(list(metrics))], runs, update)
     chosen = chosen.drop_duplicates(["run", "benchmark", "metric"], keep="last")
     if chosen.empty:
