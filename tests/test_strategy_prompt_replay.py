@@ -132,3 +132,47 @@ def test_replayed_prompts_get_fresh_rollouts_only(run_train, monkeypatch):
 def test_resume_reproduces_rows(run_train, monkeypatch, tmp_path):
     token_rewards(monkeypatch, 4)
     assert_resume_reproduces(run_train, monkeypatch, tmp_path, GRPO + ["strategy=prompt_replay", "strategy.cooldown=1"])
+
+
+def test_with_dynamic_sampling_every_scoring_counts_even_a_dropped_one(run_train, monkeypatch):
+    """§3.2 step 1 records a prompt's pass rate after every scoring. With trainer.dynamic_sampling the
+    trainer drops groups whose answers all agree (and a refill round's surplus); those scorings count
+    too, so a prompt is never replayed from a pass rate that a later, dropped scoring has replaced."""
+    from replaylab.training.dynamic_sampling import DynamicSamplingMixin
+
+    token_rewards(monkeypatch, 2)
+    scorings: list[tuple[int, str, float]] = []  # every rewarded fresh group: (iteration, uid, pass rate)
+    trained: set[tuple[int, str]] = set()
+    replays: list[tuple[int, list[str]]] = []
+    split, observe, plan = DynamicSamplingMixin.split_informative, PromptReplay.observe, PromptReplay.plan
+
+    def spy_split(self, groups, kept, dropped):
+        scorings.extend((self.iteration, g.prompt.uid, g.pass_rate) for g in groups)
+        return split(self, groups, kept, dropped)
+
+    def spy_observe(self, groups, stats, ctx):
+        trained.update((ctx.iteration, g.prompt.uid) for g in groups)
+        return observe(self, groups, stats, ctx)
+
+    def spy_plan(self, ctx):
+        out = plan(self, ctx)
+        replays.append((ctx.iteration, list(out.reasked)))
+        return out
+
+    monkeypatch.setattr(DynamicSamplingMixin, "split_informative", spy_split)
+    monkeypatch.setattr(PromptReplay, "observe", spy_observe)
+    monkeypatch.setattr(PromptReplay, "plan", spy_plan)
+    summary, _ = run_train(GRPO + ["strategy=prompt_replay", "strategy.cooldown=1", "strategy.cooldown_jitter=0",
+                                   "trainer.dynamic_sampling=true", "trainer.dynamic_sampling_max_rounds=0",
+                                   "budget.max_updates=12", "data.size=16", "trainer.samples_per_prompt=2"])
+    assert summary["filtered_groups"] > 0  # the filter had groups to drop
+    dropped = [(i, u, p) for i, u, p in scorings if (i, u) not in trained]
+    checked = 0
+    for it, uids in replays:
+        for uid in uids:
+            last = [p for i, u, p in scorings if u == uid and i < it][-1]  # its last scoring before this plan
+            assert 0.24 <= last <= 0.70, (it, uid, last)
+            checked += 1
+    assert checked >= 1
+    # the case this guards: a replayed prompt whose scoring was dropped in between
+    assert any(u in {v for _, us in replays for v in us} for _, u, _ in dropped)

@@ -166,6 +166,11 @@ class ReplayStrategy:
     def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
         return {}
 
+    def observe_filtered(self, groups: list[Group], ctx: StepContext) -> None:
+        """Groups generated and rewarded this iteration but not trained on: dynamic sampling dropped them
+        (every reward equal, or the last refill round's surplus). Called just before `observe`. A strategy
+        that tracks what it learns from each scoring (Prompt Replay's pass rates) records them here."""
+
     def state_dict(self) -> dict:
         return {}
 

@@ -13,6 +13,9 @@ Choices where our synchronous loop differs from the asynchronous open-instruct c
 * the heap uses lazy deletion: each prompt has at most one live entry (the one pushed at its last
   scoring); older entries are skipped when popped. This subsumes the code's "reuse snapshot is
   stale -> re-push with fresh priority" rule without duplicating entries;
+* with `trainer.dynamic_sampling` the groups the filter drops (every answer right or every one wrong, or
+  a refill round's surplus) are recorded like trained ones (`observe_filtered`): every scoring replaces
+  the prompt's pass rate, so a prompt is not replayed from one a later scoring superseded;
 * the optional zero-pass curriculum, pass-rate-dependent cooldown and `no_resampling_pass_rate`
   (which reorders the data for baseline and replay alike) are not implemented.
 """
@@ -98,19 +101,30 @@ class PromptReplay(ReplayStrategy):
             "prompt_replay_mean_reuse": sum(reuse) / len(reuse) if reuse else 0.0,
         })
 
-    def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
+    def record(self, g: Group, ctx: StepContext) -> None:
+        """Step 1 of the rule: a scored group's pass rate replaces its prompt's last one (and its queued
+        entry), and queues the prompt again when it lies in the window."""
         cfg = self.cfg
+        p = g.pass_rate  # mean(score) / max_score with a binary reward
+        st = self.prompts.setdefault(g.prompt.uid, {"prompt": g.prompt, "reuse": 0, "ready": 0, "queued": None})
+        st.update(pass_rate=p, last_step=ctx.iteration, queued=None)
+        in_window = p > 0 and cfg.min_pass_rate <= p <= cfg.max_pass_rate
+        if in_window and (not cfg.max_reuse or st["reuse"] < cfg.max_reuse):
+            entry = (abs(p - 0.5), p, st["reuse"], g.prompt.uid)  # ties: lower p first (ours)
+            heapq.heappush(self.heap, entry)
+            st["queued"] = entry
+            jitter = ctx.rng.uniform(1 - cfg.cooldown_jitter, 1 + cfg.cooldown_jitter)
+            st["ready"] = ctx.iteration + round(cfg.cooldown * jitter)
+
+    def observe_filtered(self, groups: list[Group], ctx: StepContext) -> None:
+        # dynamic sampling's dropped groups were scored too: a prompt now solved every time must not be
+        # replayed from its older pass rate (§3.2 step 1 records every scoring)
         for g in groups:
-            p = g.pass_rate  # mean(score) / max_score with a binary reward
-            st = self.prompts.setdefault(g.prompt.uid, {"prompt": g.prompt, "reuse": 0, "ready": 0, "queued": None})
-            st.update(pass_rate=p, last_step=ctx.iteration, queued=None)
-            in_window = p > 0 and cfg.min_pass_rate <= p <= cfg.max_pass_rate
-            if in_window and (not cfg.max_reuse or st["reuse"] < cfg.max_reuse):
-                entry = (abs(p - 0.5), p, st["reuse"], g.prompt.uid)  # ties: lower p first (ours)
-                heapq.heappush(self.heap, entry)
-                st["queued"] = entry
-                jitter = ctx.rng.uniform(1 - cfg.cooldown_jitter, 1 + cfg.cooldown_jitter)
-                st["ready"] = ctx.iteration + round(cfg.cooldown * jitter)
+            self.record(g, ctx)
+
+    def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
+        for g in groups:
+            self.record(g, ctx)
         samples = [s for g in groups for s in g.samples]
         replayed = set(self.replayed_now)
         return {

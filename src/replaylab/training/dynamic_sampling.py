@@ -23,16 +23,18 @@ class DynamicSamplingExhausted(RuntimeError):
 
 
 class DynamicSamplingMixin:
-    def generate_fresh(self, prompts: list[Prompt], n: int | None = None) -> tuple[list[Group], dict[str, float]]:
+    def generate_fresh(self, prompts: list[Prompt], n: int | None = None
+                       ) -> tuple[list[Group], dict[str, float], list[Group]]:
         """The iteration's fresh groups (`prompts` sampled once, `n` samples each (None:
         trainer.samples_per_prompt), or, with dynamic sampling, refilled until every planned slot
-        holds an informative group) and the refill's train-row metrics."""
+        holds an informative group), the refill's train-row metrics, and the groups it dropped
+        (rewarded but not trained: the strategy is told of them)."""
         t = self.cfg.trainer
         seed = (t.seed, "iteration", self.iteration)
         groups = self.generate_sharded(self.c.generator, prompts, seed, n=n)
         self.ledger.record_generated([s for g in groups for s in g.samples])
         if not (t.dynamic_sampling and prompts):
-            return groups, {}
+            return groups, {}, []
         target = len(prompts)
         kept, dropped = [], []
         self.split_informative(groups, kept, dropped)
@@ -52,7 +54,7 @@ class DynamicSamplingMixin:
         self.ledger.dynamic_rounds += rounds - 1
         self.ledger.filtered_groups += len(dropped)
         self.ledger.filtered_trajectories += sum(len(g.samples) for g in dropped)
-        return kept[:target], {"dynamic_rounds": float(rounds), "filtered_groups": float(len(dropped))}
+        return kept[:target], {"dynamic_rounds": float(rounds), "filtered_groups": float(len(dropped))}, dropped
 
     def split_informative(self, groups: list[Group], kept: list[Group], dropped: list[Group]) -> None:
         for g in groups:

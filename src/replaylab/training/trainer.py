@@ -251,9 +251,10 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         fresh: list[Group] = []
         before = self.ledger.seconds.get("generate", 0.0)
         refill: dict[str, float] = {}  # dynamic sampling's counts, for the train row
+        filtered: list[Group] = []  # the groups dynamic sampling dropped
         tokens_before = self.ledger.tokens_generated
         if plan.fresh:
-            fresh, refill = self.generate_fresh(plan.fresh, plan.fresh_n)
+            fresh, refill, filtered = self.generate_fresh(plan.fresh, plan.fresh_n)
         fresh = fresh + self.generate_continuations(self.c.strategy.continuations(fresh, plan, ctx))
         gen_seconds = self.ledger.seconds.get("generate", 0.0) - before
         gen_tokens = self.ledger.tokens_generated - tokens_before  # every round of dynamic sampling
@@ -276,6 +277,8 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         if self.stat_groups > 1:
             self.gradient_readings.append(GradientReading(stats.iteration, start_version, self.update, norms).as_list())
         with self.ledger.timed("strategy"):
+            if filtered:
+                self.c.strategy.observe_filtered(filtered, ctx)
             strategy_metrics = {**plan.metrics, **self.c.strategy.observe(groups, stats, ctx)}
         for s in samples:  # proximal log-probs are only valid for this iteration
             s.proximal_logprobs = None
