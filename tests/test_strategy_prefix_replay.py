@@ -215,3 +215,14 @@ def test_hdl_hindsight_matches_a_hinted_forward(run_train, monkeypatch):
 def test_prefix_strategies_resume_exactly(run_train, monkeypatch, tmp_path, overrides):
     full_answer_rewards(monkeypatch, 3)
     assert_resume_reproduces(run_train, monkeypatch, tmp_path, overrides + ["budget.max_updates=6"])
+
+
+def test_the_reasoning_model_sweep_cuts_reopd_prefixes_at_lines_only():
+    """A tokenizer that splits digits (Qwen's) makes "." a token inside every decimal: the full-scale ReOPD
+    sweep must end steps at line breaks only, while the tiny world keeps its sentence ends."""
+    from conftest import compose
+
+    cfg = compose(["+sweep=reopd", "strategy=reopd_lines"], return_hydra_config=True)
+    assert "reopd_lines" in str(cfg.hydra.sweeper.params.strategy).split(",")
+    assert list(cfg.strategy.step_ends) == ["\n"] and cfg.strategy.label == "reopd"
+    assert list(compose(["+sweep=tiny_reopd", "strategy=reopd"]).strategy.step_ends) == [".", "\n"]

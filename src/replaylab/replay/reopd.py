@@ -26,7 +26,9 @@ class ReOPDConfig(StrategyConfig):
     name: str = knob("reopd", "OPD on the student's continuation of a stored teacher prefix cut at a step-decaying step (ReOPD, single turn)")
     kappa: float = knob(0.6, "paper script: cut before step t with probability proportional to kappa^t")
     pool: str = knob("teacher", "who writes the prefix pool: teacher (the paper; needs teacher.kind=local) | initial (the initial policy)")
-    step_ends: list = knob([".", "\n"], "a reasoning step ends after a token whose text ends with one of these")
+    step_ends: list = knob([".", "\n"], "a reasoning step ends after a token whose text ends with one of these; \".\" "
+                                       "suits the tiny world's sentences, but a tokenizer that splits digits (Qwen's) "
+                                       "makes it end a step inside every decimal: real models use strategy=reopd_lines")
 
     def __post_init__(self) -> None:
         check(0 < self.kappa, "strategy.kappa", f"must be > 0, got {self.kappa}")
