@@ -54,3 +54,15 @@ def test_replays_only_stored_successes_at_most_k_per_group(run_train, monkeypatc
 def test_resume_reproduces_rows(run_train, monkeypatch, tmp_path):
     token_rewards(monkeypatch, 3)
     assert_resume_reproduces(run_train, monkeypatch, tmp_path, RUN + ["strategy.replays_per_group=1"])
+
+
+def test_the_pool_collects_pool_samples_answers_per_prompt(run_train, monkeypatch):
+    """The paper samples 64 answers per prompt for its pool; strategy.pool_samples sets that count apart
+    from the training groups' size (trainer.samples_per_prompt = 4 here)."""
+    token_rewards(monkeypatch, 3)
+    initial = []
+    receive = RLEP.receive_initial
+    monkeypatch.setattr(RLEP, "receive_initial", lambda self, groups: (initial.extend(groups), receive(self, groups))[1])
+    summary, _ = run_train(RUN + ["strategy.pool_samples=10", "budget.max_updates=2"])
+    assert [len(g.samples) for g in initial] == [10] * 8
+    assert summary["initial_trajectories"] == 8 * 10 and summary["fresh_trajectories"] == 2 * 16

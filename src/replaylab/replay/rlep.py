@@ -14,9 +14,10 @@ policy): `ratio_base='proximal'` and `is_cap=None`, so the ratio is pi_theta / p
 behaviour correction, whatever `trainer.is_cap` says. They keep `source='initial'`.
 
 Differences from the paper, by necessity of the shared trainer (see `Trainer.build_initial_store`):
-the pool comes from the *initial* policy, not from a separately trained 400-step checkpoint, with
-`trainer.samples_per_prompt` answers per prompt at the training rollout temperature, not 64 at 0.7.
-More collection samples would need the trainer to accept a per-strategy sample count there.
+the pool comes from the *initial* policy, not from a separately trained 400-step checkpoint, at the
+training rollout temperature, not 0.7. Its size per prompt is `pool_samples` (the paper's 64 in the
+full-scale sweep, `strategy=rlep_pool64`; by default `trainer.samples_per_prompt`, which the tiny twin
+keeps: 64 answers for each of its 4,096 prompts would cost more than its whole run).
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ class RLEPConfig(StrategyConfig):
     name: str = knob("rlep", "replay verified successes of the initial policy into each fresh group (RLEP, arXiv 2507.07451)")
     replays_per_group: int = knob(2, "paper code (experience_replay_num): stored successes added per group")
     min_successes: int = knob(2, "paper: keep a prompt's pool only with at least this many correct answers")
+    pool_samples: int = knob(0, "answers sampled per prompt for the pool before training (paper: 64); "
+                                "0 = trainer.samples_per_prompt")
 
     def __post_init__(self) -> None:
         check(self.replays_per_group >= 1, "strategy.replays_per_group", f"must be >= 1, got {self.replays_per_group}")
         check(self.min_successes >= 1, "strategy.min_successes", f"must be >= 1, got {self.min_successes}")
+        check(self.pool_samples >= 0, "strategy.pool_samples", f"must be >= 0, got {self.pool_samples}")
 
 
 @register_strategy
@@ -49,6 +53,7 @@ class RLEP(ReplayStrategy):
     def __init__(self, cfg: RLEPConfig):
         super().__init__(cfg)
         self.pool = PromptBuffer()  # uid -> verified successful answers (all kept)
+        self.initial_samples = cfg.pool_samples or None  # None: trainer.samples_per_prompt
         self.collected_prompts = 0
 
     def initial_prompts(self, stream: PromptStream, ctx: StepContext) -> list[Prompt]:
