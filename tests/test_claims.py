@@ -126,6 +126,12 @@ def test_train_mean_ledger_and_updates_to_peak_measures():
     # the baseline reaches its own peak at 60, 60, 60; the new arm at 30, 30 and never (censored: 60 + 30)
     assert peak["diffs"] == pytest.approx([-30.0, -30.0, 30.0])
     assert peak["verdict"] != "reproduced"  # one order against: not enough for three pairs
+    # a stale run of an older commit beside one of the baseline's: its curve must not merge into the pair's
+    stale = [{**r, "run": r["run"] + "-old", "config_hash": "old", "versions": "older"}
+             for r in runs({"current": base}) if r["order"] == 0]
+    with pytest.raises(ValueError, match="several runs per.*same cell under two config hashes"):
+        run_check(tidy_frame(runs({"current": base, "new": fast}) + stale),
+                  higher(expect="lower", effect=30.0, measure="updates_to_peak"))
 
 
 def write_sweep(sweep_dir, records) -> None:

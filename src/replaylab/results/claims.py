@@ -146,6 +146,10 @@ def _twins(rows: pd.DataFrame, picked: pd.DataFrame) -> str:
 def _eval_curves(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> dict[tuple, pd.Series]:
     runs = _finished(df, check, spec)
     ev = runs[(runs["split"] == "eval") & (runs["metric"] == check.metric) & (runs["benchmark"] == check.benchmark)]
+    twins = ev.drop_duplicates("run")
+    if twins.duplicated(PAIR).any():  # two runs' curves would merge into one
+        raise ValueError(f"claim check {check.label!r}: arm {dict(spec)} matches several runs per (order, seed): "
+                         f"{_twins(runs, twins)}")
     return {key: part.drop_duplicates("update", keep="last").set_index("update")["value"].sort_index()
             for key, part in ev.groupby(PAIR)}
 
