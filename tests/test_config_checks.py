@@ -88,6 +88,20 @@ SILENT_BEFORE = [
     (["strategy=fopd", "strategy.freshness=age", "strategy.alpha=2"], "strategy.f_min"),  # exp(-2) < 0.25: all cut
     (["strategy=fopd", "strategy.ratio_base=behaviour"], "strategy.ratio_base"),  # the exact KL takes no ratio
     (["trainer=grpo", "teacher=none", "strategy=fifo_behaviour", "trainer.is_cap=2"], "trainer.is_cap"),
+    # strategies whose replayed rows carry their own treatment, or that never replay a trajectory
+    (["trainer=grpo", "teacher=none", "strategy=repo", "trainer.is_cap=2"], "trainer.is_cap"),
+    (["trainer=grpo", "teacher=none", "strategy=rlep", "trainer.is_cap=2"], "trainer.is_cap"),
+    (["trainer=grpo", "teacher=none", "strategy=popo", "trainer.is_cap=2"], "trainer.is_cap"),
+    (["trainer=grpo", "teacher=none", "strategy=prompt_replay", "trainer.is_cap=2"], "trainer.is_cap"),
+    (["trainer=opd_sampled", "strategy=ropd", "strategy.behaviour_weight_cap=3", "trainer.is_cap=2"], "trainer.is_cap"),
+    (["trainer=grpo", "teacher=none", "strategy=repo", "strategy.selection=all", "strategy.num_replays=4"],
+     "strategy.num_replays"),
+    (["trainer=grpo", "teacher=none", "strategy=repo", "strategy.max_variance_exhaustive=100"],
+     "strategy.max_variance_exhaustive"),
+    # Prompt Replay's fraction: the code clamps it to 0.5; too small leaves no replay slot
+    (["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.replay_fraction=0.9"], "strategy.replay_fraction"),
+    (["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.replay_fraction=0.1",
+      "trainer.prompts_per_iteration=8"], "strategy.replay_fraction"),
     (["rollout=hf", "rollout.compile=true"], "rollout.compile"),  # compiles rollout=fast's decoder only
     (["rollout.gpu_memory_utilization=0.8"], "rollout.gpu_memory_utilization"),  # vLLM's knobs under rollout=fast
     (["rollout=hf", "rollout.tensor_parallel_size=2"], "rollout.tensor_parallel_size"),
@@ -106,6 +120,9 @@ def test_setting_without_effect_is_a_config_error(overrides, key):
     ["strategy=ropd"], ["strategy=ropd", "strategy.statistic=sketch", "trainer.sketch_dim=32"],
     ["trainer=opd_sampled", "strategy=ropd", "strategy.behaviour_weight_cap=2", "trainer.clip_high=0.28"],
     ["trainer=opd_sampled", "strategy=initial", "trainer.is_cap=2"],
+    ["trainer=grpo", "teacher=none", "strategy=fifo", "trainer.is_cap=2"],  # its replays take the trainer's cap
+    ["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.replay_fraction=0.25"],
+    ["trainer=grpo", "teacher=none", "strategy=repo_max_variance", "strategy.max_variance_exhaustive=100"],
     ["strategy=fixed_schedule", "budget.max_updates=60"],
     ["strategy=recent", "trainer.minibatches=4", "budget.max_updates=60"],
     ["trainer=grpo", "teacher=none", "trainer.aggregation=dr_grpo", "trainer.kl_coef=0.01", "trainer.dual_clip=10"],

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 
 from conftest import load_rows
+from replaylab.config import ConfigError
 from replaylab.replay.base import PromptStream, StepContext, UpdateStats
 from replaylab.replay.prompt_replay import PromptReplay, PromptReplayConfig
 from replaylab.types import Group, Prompt, Sample
@@ -51,9 +53,11 @@ def test_heap_prefers_pass_rate_near_half_then_lower_rate():
     assert h.replays(2) == ["q01"]  # p = 0 and p = 1 never enter the heap
 
 
-def test_budget_is_clamped_to_half_the_prompts():
-    h = Harness(replay_fraction=0.9)
+def test_budget_is_at_most_half_the_prompts_and_a_larger_fraction_is_refused():
+    h = Harness(replay_fraction=0.5)
     assert h.s.budget(4) == 2 and h.s.budget(5) == 2 and h.s.budget(1) == 0
+    with pytest.raises(ConfigError, match="strategy.replay_fraction"):  # the code would clamp 0.9 to 0.5
+        PromptReplayConfig(replay_fraction=0.9)
     h.observe(0, {f"q{i:02d}": 2 for i in range(1, 8)})
     assert len(h.replays(1)) == 2
 

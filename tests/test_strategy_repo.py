@@ -53,7 +53,8 @@ def test_selection_strategies():
     rows = stored([0.0, 1.0, 0.0, 1.0, 1.0])
 
     def pick(selection, **kw):
-        cfg = RePOConfig(selection=selection, **{"num_replays": 2, "min_cache_to_replay": 3, **kw})
+        k = {} if selection == "all" else {"num_replays": 2}  # "all" replays the whole buffer: k is refused there
+        cfg = RePOConfig(selection=selection, **{**k, "min_cache_to_replay": 3, **kw})
         return [s.sample_id for s in RePO(cfg).select(rows, ctx)]
 
     assert pick("all") == ["s0", "s1", "s2", "s3", "s4"]

@@ -93,6 +93,10 @@ def check_strategy(cfg, strategy_cls) -> None:
     if not strategy_cls.replays:
         check(t.is_cap is None, "trainer.is_cap",
               f"{t.is_cap!r} has no effect: strategy {cfg.strategy.name!r} never trains on replayed samples")
+    elif not strategy_cls.takes_trainer_cap:
+        check(t.is_cap is None, "trainer.is_cap",
+              f"{t.is_cap!r} has no effect: strategy {cfg.strategy.name!r} sets its replayed samples' weight "
+              "treatment itself (its own cap or none; see its module)")
     if getattr(cfg.strategy, "ratio_base", "proximal") == "behaviour":  # fifo, fopd
         check(OBJECTIVES[cfg.trainer.objective].needs_proximal, "strategy.ratio_base",
               f"'behaviour' has no effect: trainer.objective={cfg.trainer.objective} takes no ratio")

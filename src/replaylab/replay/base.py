@@ -129,6 +129,9 @@ class ReplayStrategy:
     # Whether it ever trains on samples it did not just generate: settings that only act on such
     # samples (trainer.is_cap) are a config error for a strategy that never does.
     replays: ClassVar[bool] = True
+    # Whether its replayed samples take trainer.is_cap: False for a strategy that sets every replayed
+    # sample's own weight treatment (RePO, RLEP, POPO), so the trainer's cap would be a flag without effect.
+    takes_trainer_cap: ClassVar[bool] = True
     # Who writes the rollouts `initial_prompts` asks for: the frozen initial policy, or the teacher
     # (ReOPD's prefix pool; needs a local teacher). An instance may set it from its config.
     initial_from: str = "initial"

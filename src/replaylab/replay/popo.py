@@ -47,6 +47,7 @@ class POPO(ReplayStrategy):
     name = "popo"
     Config = POPOConfig
     trainers = ("grpo",)
+    takes_trainer_cap = False  # its replayed rows carry their own ratio treatment
 
     @classmethod
     def check_config(cls, cfg) -> None:

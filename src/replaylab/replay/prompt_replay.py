@@ -35,7 +35,7 @@ from replaylab.types import Group
 class PromptReplayConfig(StrategyConfig):
     name: str = knob("prompt_replay", "re-ask prompts with pass rate near 0.5 (fresh rollouts; Baroian & Berger, arXiv 2603.21177)")
     replay_fraction: float = knob(0.5, "paper code default: share of each iteration's prompts that may be replays; "
-                                       "clamped to <= 0.5 like the code; budget = min(floor(P f), floor(P/2))")
+                                       "at most 0.5 (the code clamps larger values); budget = min(floor(P f), floor(P/2))")
     cooldown: int = knob(5, "paper code default: iterations between a prompt's scoring and its next replay")
     cooldown_jitter: float = knob(0.2, "paper: relative +-jitter of the ready step, drawn from the strategy RNG")
     max_reuse: int = knob(5, "paper iterator/1.5B-script default (the argparse default is 20): replays per prompt, "
@@ -45,7 +45,9 @@ class PromptReplayConfig(StrategyConfig):
 
     def __post_init__(self) -> None:
         p = "strategy."
-        check(0 <= self.replay_fraction <= 1, p + "replay_fraction", f"must be in [0, 1], got {self.replay_fraction}")
+        # the code clamps f to 0.5, so a larger value would run as 0.5: a sweep over it would compare equal runs
+        check(0 < self.replay_fraction <= 0.5, p + "replay_fraction",
+              f"must be in (0, 0.5] (the paper's code clamps it to 0.5), got {self.replay_fraction}")
         check(self.cooldown >= 0, p + "cooldown", f"must be >= 0, got {self.cooldown}")
         check(0 <= self.cooldown_jitter < 1, p + "cooldown_jitter", f"must be in [0, 1), got {self.cooldown_jitter}")
         check(self.max_reuse >= 0, p + "max_reuse", f"must be >= 0, got {self.max_reuse}")
@@ -58,6 +60,15 @@ class PromptReplay(ReplayStrategy):
     name = "prompt_replay"
     Config = PromptReplayConfig
     trainers = ("grpo",)
+    replays = False  # re-asked prompts get fresh rollouts
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        super().check_config(cfg)
+        P, f = cfg.trainer.prompts_per_iteration, cfg.strategy.replay_fraction
+        check(math.floor(P * f) >= 1, "strategy.replay_fraction",
+              f"{f} leaves no replay slot at trainer.prompts_per_iteration={P} (floor(P f) = 0): the run would be "
+              "current-policy GRPO and every other strategy.* setting would do nothing")
 
     def __init__(self, cfg: PromptReplayConfig):
         super().__init__(cfg)

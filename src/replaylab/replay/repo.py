@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from replaylab.config_fields import check, check_choice, knob
 from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
@@ -44,7 +44,7 @@ class RePOConfig(StrategyConfig):
                                         "(16 with 8 fresh per visit = from the 3rd visit on, ours)")
     num_replays: int = knob(8, "paper launcher: replayed rows per prompt, k = min(buffer, num_replays)")
     selection: str = knob("highest", "paper launcher for Qwen3 (recent for Qwen2.5-Math): all (whole "
-                                     "buffer, num_replays ignored) | random | recent | highest (reward) | max_variance")
+                                     "buffer; num_replays unused) | random | recent | highest (reward) | max_variance")
     normalization: str = knob("split", "paper default: split (online / replay baselines) | mixed")
     lambda_off: float = knob(1.0, "paper default: weight of the replayed rows' loss term")
     loss_terms: str = knob("separate", "paper: separate (L_on + lambda_off L_off, each aggregated over its own rows; KL on "
@@ -62,6 +62,13 @@ class RePOConfig(StrategyConfig):
             check(getattr(self, key) >= 1, p + key, f"must be >= 1, got {getattr(self, key)}")
         check(self.min_cache_to_replay <= self.max_cache_size, p + "min_cache_to_replay",
               f"{self.min_cache_to_replay} > max_cache_size={self.max_cache_size}: the buffer could never replay")
+        # settings only one selection reads (a sweep over them under another would compare equal runs)
+        default = {f.name: f.default for f in fields(self)}
+        check(self.selection != "all" or self.num_replays == default["num_replays"], p + "num_replays",
+              f"{self.num_replays} has no effect with strategy.selection=all (the whole buffer is replayed)")
+        check(self.selection == "max_variance" or self.max_variance_exhaustive == default["max_variance_exhaustive"],
+              p + "max_variance_exhaustive", f"{self.max_variance_exhaustive} has no effect with "
+              f"strategy.selection={self.selection} (only max_variance searches subsets)")
 
 
 def best_variance_subset(rewards: list[float], k: int, exhaustive_limit: int) -> list[int]:
@@ -99,6 +106,7 @@ class RePO(ReplayStrategy):
     name = "repo"
     Config = RePOConfig
     trainers = ("grpo",)
+    takes_trainer_cap = False  # its replayed rows carry their own ratio treatment
 
     def __init__(self, cfg: RePOConfig):
         super().__init__(cfg)

@@ -49,6 +49,7 @@ class RLEP(ReplayStrategy):
     name = "rlep"
     Config = RLEPConfig
     trainers = ("grpo",)
+    takes_trainer_cap = False  # its replayed rows carry their own ratio treatment
 
     def __init__(self, cfg: RLEPConfig):
         super().__init__(cfg)

@@ -67,6 +67,9 @@ class ROPD(ReplayStrategy):
     def check_config(cls, cfg) -> None:
         super().check_config(cfg)
         s, t = cfg.strategy, cfg.trainer
+        check(s.behaviour_weight_cap is None or t.is_cap is None, "trainer.is_cap",
+              f"{t.is_cap!r} has no effect: strategy.behaviour_weight_cap={s.behaviour_weight_cap} caps the replayed "
+              "initial-policy rollouts instead")
         check(s.burn_in >= t.warmup_for(cfg.budget.max_updates), "strategy.burn_in",
               f"{s.burn_in} is shorter than the warm-up of {t.warmup_for(cfg.budget.max_updates)} updates: comparisons during the "
               "learning-rate warm-up measure the ramp, not learning")
