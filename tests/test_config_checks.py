@@ -94,6 +94,8 @@ SILENT_BEFORE = [
     (["trainer=grpo", "teacher=none", "strategy=popo", "trainer.is_cap=2"], "trainer.is_cap"),
     (["trainer=grpo", "teacher=none", "strategy=prompt_replay", "trainer.is_cap=2"], "trainer.is_cap"),
     (["trainer=opd_sampled", "strategy=ropd", "strategy.behaviour_weight_cap=3", "trainer.is_cap=2"], "trainer.is_cap"),
+    (["trainer=grpo", "teacher=qwen3_8b"], "teacher.name_or_path"),  # GRPO trains on rewards
+    (["trainer=grpo", "teacher.micro_batch=8"], "teacher.micro_batch"),
     (["trainer=grpo", "teacher=none", "strategy=repo", "strategy.selection=all", "strategy.num_replays=4"],
      "strategy.num_replays"),
     (["trainer=grpo", "teacher=none", "strategy=repo", "strategy.max_variance_exhaustive=100"],

@@ -70,6 +70,12 @@ def check_partners(cfg) -> None:
 def check_teacher(cfg) -> None:
     objective, teacher = OBJECTIVES[cfg.trainer.objective], cfg.teacher
     if not objective.needs_teacher:
+        # the default teacher goes unused quietly; one chosen or tuned for this run would mislead
+        if teacher.kind != "none":
+            default = defaults_of(teacher)
+            for key, value in vars(teacher).items():
+                check(value == default[key], f"teacher.{key}", f"{value!r} has no effect: trainer.objective="
+                      f"{cfg.trainer.objective} trains on rewards, not on a teacher (teacher=none)")
         return
     check(teacher.kind != "none", "teacher", f"trainer.objective={cfg.trainer.objective} needs a teacher "
           "(teacher=tiny_teacher or another), not teacher.kind=none")
