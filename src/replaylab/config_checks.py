@@ -10,9 +10,8 @@ composition. Strategies add their own cross-checks through `ReplayStrategy.check
 from __future__ import annotations
 
 import re
-from dataclasses import MISSING, fields
 
-from replaylab.config_fields import check, check_choice
+from replaylab.config_fields import check, check_choice, defaults_of
 from replaylab.objectives import (
     OBJECTIVES,  # the package import registers every objective
 )
@@ -33,10 +32,6 @@ SAMPLING_EVAL_FIELDS = ("top_p", "top_k", "samples")
 # Rollout fields that only one engine reads: (field, that engine).
 ENGINE_SPECIFIC = (("compile", "fast"), ("gpu_memory_utilization", "vllm"), ("tensor_parallel_size", "vllm"),
                    ("enforce_eager", "vllm"))
-
-
-def defaults_of(obj) -> dict:
-    return {f.name: f.default for f in fields(obj) if f.default is not MISSING}
 
 
 def check_objective(cfg) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import MISSING, field, fields
 from typing import Any
 
 
@@ -15,6 +15,11 @@ def knob(default: Any, help: str, **kw: Any) -> Any:
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata={"help": help}, **kw)
     return field(default=default, metadata={"help": help}, **kw)
+
+
+def defaults_of(obj) -> dict:
+    """A config dataclass's plain defaults by field name (fields with a default factory left out)."""
+    return {f.name: f.default for f in fields(obj) if f.default is not MISSING}
 
 
 def check(ok: bool, key: str, message: str) -> None:

@@ -55,6 +55,11 @@ class PromptReplayConfig(StrategyConfig):
               f"need 0 <= min_pass_rate <= max_pass_rate <= 1, got {self.min_pass_rate}, {self.max_pass_rate}")
 
 
+def replay_slots(prompts_per_iteration: int, fraction: float) -> int:
+    """b = floor(P f): f <= 0.5 (the config refuses more, as the code clamps it), so b <= floor(P/2)."""
+    return math.floor(prompts_per_iteration * fraction)
+
+
 @register_strategy
 class PromptReplay(ReplayStrategy):
     name = "prompt_replay"
@@ -66,7 +71,7 @@ class PromptReplay(ReplayStrategy):
     def check_config(cls, cfg) -> None:
         super().check_config(cfg)
         P, f = cfg.trainer.prompts_per_iteration, cfg.strategy.replay_fraction
-        check(math.floor(P * f) >= 1, "strategy.replay_fraction",
+        check(replay_slots(P, f) >= 1, "strategy.replay_fraction",
               f"{f} leaves no replay slot at trainer.prompts_per_iteration={P} (floor(P f) = 0): the run would be "
               "current-policy GRPO and every other strategy.* setting would do nothing")
 
@@ -78,9 +83,7 @@ class PromptReplay(ReplayStrategy):
         self.replayed_now: list[str] = []  # uids replayed in the current iteration (plan -> observe)
 
     def budget(self, prompts_per_iteration: int) -> int:
-        """b = min(floor(P f), floor(P/2)) with f clamped to <= 0.5."""
-        f = min(self.cfg.replay_fraction, 0.5)
-        return min(math.floor(prompts_per_iteration * f), prompts_per_iteration // 2)
+        return replay_slots(prompts_per_iteration, self.cfg.replay_fraction)
 
     def plan(self, ctx: StepContext) -> Plan:
         P, cfg = ctx.prompts_per_iteration, self.cfg

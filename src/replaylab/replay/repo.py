@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from replaylab.config_fields import check, check_choice, knob
+from replaylab.config_fields import check, check_choice, defaults_of, knob
 from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
 from replaylab.replay.buffer import PromptBuffer
 from replaylab.types import Group, OffPolicy, Sample
@@ -63,7 +63,7 @@ class RePOConfig(StrategyConfig):
         check(self.min_cache_to_replay <= self.max_cache_size, p + "min_cache_to_replay",
               f"{self.min_cache_to_replay} > max_cache_size={self.max_cache_size}: the buffer could never replay")
         # settings only one selection reads (a sweep over them under another would compare equal runs)
-        default = {f.name: f.default for f in fields(self)}
+        default = defaults_of(self)
         check(self.selection != "all" or self.num_replays == default["num_replays"], p + "num_replays",
               f"{self.num_replays} has no effect with strategy.selection=all (the whole buffer is replayed)")
         check(self.selection == "max_variance" or self.max_variance_exhaustive == default["max_variance_exhaustive"],
