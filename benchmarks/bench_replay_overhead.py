@@ -46,7 +46,7 @@ def measure(name: str, overrides: list[str], iterations: int, root: Path) -> tup
     from replaylab.training.trainer import Trainer
 
     budget = [] if any(o.startswith("budget.max_updates=") for o in overrides) else [f"budget.max_updates={iterations}"]
-    cfg = compose(overrides + budget + ["eval.suite=none", "wandb.enabled=false", "progress=false",
+    cfg = compose(overrides + budget + ["eval=none", "wandb.enabled=false", "progress=false",
                                         f"output_root={root / name}"])
     obj = to_object(cfg)
     comp = build_components(obj)

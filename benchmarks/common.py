@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-QUIET = ["eval.suite=none", "eval.probe_size=0", "wandb.enabled=false", "progress=false", "trainer.warmup_updates=0",
+QUIET = ["eval=none", "eval.probe_size=0", "wandb.enabled=false", "progress=false", "trainer.warmup_updates=0",
          "trainer.eval_every=0", "trainer.checkpoint_every=0"]
 
 

@@ -30,6 +30,13 @@ FAST_RUN = [
     # each oversubscribe them and run ~10x slower (measured on the 2-core CI machine).
     "trainer.threads=1",
 ]
+# FAST_RUN's settings for the benchmark evaluation, which a run with `eval=none` (no benchmark) must not set.
+FAST_EVAL = ("eval.max_problems=4", "eval.max_new_tokens=24")
+
+
+def fast_run(overrides: list[str]) -> list[str]:
+    """FAST_RUN for a run with these overrides: without its benchmark settings when they choose eval=none."""
+    return [o for o in FAST_RUN if "eval=none" not in overrides or o not in FAST_EVAL]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,7 +70,7 @@ def run_train(tmp_path):
     from replaylab.cli.train import train
 
     def _config(overrides: list[str], output_root: Path | None = None):
-        return compose(MICRO_WORLD + FAST_RUN + [f"output_root={output_root or tmp_path / 'runs'}"] + overrides)
+        return compose(MICRO_WORLD + fast_run(overrides) + [f"output_root={output_root or tmp_path / 'runs'}"] + overrides)
 
     def _run(overrides: list[str], output_root: Path | None = None):
         cfg = _config(overrides, output_root)

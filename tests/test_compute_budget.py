@@ -19,7 +19,7 @@ OPD = ["trainer=opd_sampled", "strategy=initial", "trainer.resample_period=2", "
 # GRPO: fresh rollouts for 2 updates, then replay of them (proximal forwards), with a KL reference.
 GRPO = ["trainer=grpo", "teacher=none", "trainer.prompts_per_iteration=4", "trainer.samples_per_prompt=4",
         "strategy=recent", "strategy.current_updates=2", "strategy.window=2", "budget.max_updates=4",
-        "trainer.kl_coef=0.01", "eval.suite=none", *FAST]
+        "trainer.kl_coef=0.01", "eval=none", *FAST]
 
 
 def hand_qwen3(c) -> int:

@@ -108,6 +108,14 @@ SILENT_BEFORE = [
     (["rollout.gpu_memory_utilization=0.8"], "rollout.gpu_memory_utilization"),  # vLLM's knobs under rollout=fast
     (["rollout=hf", "rollout.tensor_parallel_size=2"], "rollout.tensor_parallel_size"),
     (["rollout.enforce_eager=true"], "rollout.enforce_eager"),
+    # evaluation settings with nothing to act on: no benchmark evaluated, or an evaluation that measures nothing
+    (["eval.suite=none", "eval.max_problems=4"], "eval.max_problems"),
+    (["eval=none", "eval.sampled_k=4"], "eval.sampled_k"),
+    (["eval=none", "eval.instruction=Think."], "eval.instruction"),
+    (["world=tinylong", "eval.suite=none"], "eval.max_new_tokens"),  # the world's eval group set it: use eval=none
+    (["eval=none", "eval.probe_size=0", "trainer.eval_every=10"], "trainer.eval_every"),
+    (["eval=none", "eval.probe_size=0", "eval.tail=3", "eval.tail_every=10"], "eval.tail"),
+    (["eval.probe_size=0", "eval.probe_seed=3"], "eval.probe_seed"),
 ]
 
 
@@ -134,6 +142,10 @@ def test_setting_without_effect_is_a_config_error(overrides, key):
     ["trainer.stat_groups_for_all=true", "trainer.stat_groups=8"],  # current now splits its update too
     ["trainer.stat_groups_for_all=true", "strategy=ropd"],  # a sweep-wide setting: ropd splits anyway
     ["rollout.compile=true"], ["rollout=vllm", "rollout.gpu_memory_utilization=0.8", "rollout.enforce_eager=true"],
+    ["eval.suite=none"], ["world=tinylong", "eval=none"], ["eval=math8", "eval=none"],
+    ["eval=none", "trainer.eval_every=10", "eval.tail=3", "eval.tail_every=10", "eval.probe_seed=3"],  # the probe is measured
+    ["eval=none", "eval.probe_size=0", "trainer.eval_every=0"],
+    ["eval.benchmarks=[tiny8/add2]", "eval.max_problems=4"],
 ])
 def test_settings_with_effect_pass(overrides):
     to_object(compose(overrides))

@@ -14,10 +14,10 @@ import time
 import pytest
 import torch
 
-from conftest import FAST_RUN, MICRO_WORLD, load_rows
+from conftest import MICRO_WORLD, fast_run, load_rows
 from test_resume import comparable, only_run
 
-COMMON = MICRO_WORLD + FAST_RUN + ["budget.max_updates=4", "trainer.checkpoint_every=2", "eval.suite=none"]
+COMMON = MICRO_WORLD + fast_run(["eval=none"]) + ["budget.max_updates=4", "trainer.checkpoint_every=2", "eval=none"]
 
 
 def free_port() -> int:

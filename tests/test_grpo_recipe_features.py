@@ -186,7 +186,7 @@ def row_value(row: dict[str, float], name: str) -> float:
 
 # Real training steps on the micro world, graded by a stand-in (reward 1 iff the token-id sum is
 # even: the micro world's student solves nothing, so real grading gives only zero-variance groups).
-GRPO_RUN = ["trainer=grpo", "teacher=none", "trainer.prompts_per_iteration=8", "eval.suite=none",
+GRPO_RUN = ["trainer=grpo", "teacher=none", "trainer.prompts_per_iteration=8", "eval=none",
             "eval.probe_size=0", "trainer.warmup_updates=0"]
 
 

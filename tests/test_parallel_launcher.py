@@ -26,7 +26,7 @@ def test_two_cells_run_in_two_worker_processes(tmp_path):
     out = tmp_path / "runs"
     cmd = [sys.executable, "-m", "replaylab.train", "-m", "launcher=parallel", "strategy=current,initial",
            "budget.max_updates=1", "trainer.prompts_per_iteration=4", "budget.max_response_tokens=8",
-           "eval.suite=none", "eval.probe_size=0", "wandb.enabled=false", "progress=false",
+           "eval=none", "eval.probe_size=0", "wandb.enabled=false", "progress=false",
            f"output_root={out}", *MICRO_WORLD]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -16,7 +16,7 @@ from replaylab.types import Prompt, Sample
 # Short GRPO runs on the micro world: 4 prompts x 4 samples, 6 updates, no evaluation; one torch
 # thread (on a shared 2-core machine, two spinning OpenMP threads make a run ~10x slower).
 GRPO = ["trainer=grpo", "teacher=none", "trainer.prompts_per_iteration=4", "trainer.samples_per_prompt=4",
-        "budget.max_updates=6", "eval.suite=none", "trainer.threads=1"]
+        "budget.max_updates=6", "eval=none", "trainer.threads=1"]
 
 
 def token_rewards(monkeypatch, modulus: int) -> None:

@@ -15,7 +15,7 @@ from replaylab.replay.fifo import FIFO
 from replaylab.replay.fopd import FOPD
 from test_replay_buffer import GRPO, assert_resume_reproduces, token_rewards
 
-OPD = ["trainer=opd", "trainer.prompts_per_iteration=8", "eval.suite=none", "budget.max_updates=6"]
+OPD = ["trainer=opd", "trainer.prompts_per_iteration=8", "eval=none", "budget.max_updates=6"]
 
 
 def test_fifo_never_trains_an_evicted_group_and_reuses_the_rest(run_train, monkeypatch):

@@ -109,7 +109,7 @@ def test_ropd_switches_soon_for_a_frozen_student_and_later_for_a_learning_one(ru
     # Windows of 4 updates after a 2-update warm-up: comparisons at updates 10, 14, 18, ...
     # Measured on the micro world: frozen (lr 1e-12) at update 22 (third comparison), learning at 50.
     shape = ["strategy=ropd", "trainer.warmup_updates=2", "strategy.window=4", "budget.max_updates=60",
-             "trainer.prompts_per_iteration=16", "eval.suite=none", "eval.probe_size=0"]
+             "trainer.prompts_per_iteration=16", "eval=none", "eval.probe_size=0"]
     _, frozen = run_train(shape + ["trainer.lr=1e-12"])
     _, learning = run_train(shape + ["trainer.lr=1e-3"])
     frozen_switch = strategy_rows(frozen, "switch_iteration")

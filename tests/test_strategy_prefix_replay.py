@@ -19,7 +19,7 @@ from replaylab.replay.prefixrl import PrefixRL
 from replaylab.training.trainer import Trainer
 from test_replay_buffer import GRPO, assert_resume_reproduces
 
-OPD = ["trainer=opd", "trainer.prompts_per_iteration=32", "budget.max_updates=6", "eval.suite=none"]
+OPD = ["trainer=opd", "trainer.prompts_per_iteration=32", "budget.max_updates=6", "eval=none"]
 
 
 def full_answer_rewards(monkeypatch, modulus: int) -> None:
@@ -208,7 +208,7 @@ def test_hdl_hindsight_matches_a_hinted_forward(run_train, monkeypatch):
 
 
 @pytest.mark.parametrize("overrides", [
-    ["trainer=opd", "trainer.prompts_per_iteration=8", "strategy=reopd", "eval.suite=none"],
+    ["trainer=opd", "trainer.prompts_per_iteration=8", "strategy=reopd", "eval=none"],
     GRPO + ["data.size=8", "strategy=prefixrl", "strategy.hard_pass_rate=0.5"],
     GRPO + ["strategy=hdl"],
 ], ids=["reopd", "prefixrl", "hdl"])

@@ -29,6 +29,10 @@ NEEDS_PARTNER = (
 )
 # Decoding fields that only act when sampling (temperature > 0).
 SAMPLING_EVAL_FIELDS = ("top_p", "top_k", "samples")
+# Evaluation fields that only the benchmark evaluation reads (none runs with eval.suite=none and no eval.benchmarks;
+# the probe set draws with the trainer's own sampling).
+BENCHMARK_EVAL_FIELDS = ("data_root", "max_new_tokens", "temperature", "top_p", "top_k", "samples", "sampled_k",
+                         "sampled_temperature", "max_problems", "instruction", "enable_thinking")
 # Rollout fields that only one engine reads: (field, that engine).
 ENGINE_SPECIFIC = (("compile", "fast"), ("gpu_memory_utilization", "vllm"), ("tensor_parallel_size", "vllm"),
                    ("enforce_eager", "vllm"))
@@ -114,6 +118,28 @@ def check_rollout(cfg) -> None:
         value = getattr(r, key)
         check(r.engine == engine or value == default[key], f"rollout.{key}",
               f"{value!r} has no effect with rollout.engine={r.engine}: only rollout={engine} reads it")
+
+
+def check_evaluated(cfg) -> None:
+    """Evaluation settings with nothing to act on: benchmark fields when no benchmark runs, evaluation times
+    when an evaluation measures nothing (no benchmark, no probe set), the probe's seed without a probe. (The
+    suite beside an explicit eval.benchmarks is not refused: the eval groups set it with their decoding.)"""
+    e, default = cfg.eval, defaults_of(cfg.eval)
+    check(e.probe_size > 0 or e.probe_seed == default["probe_seed"], "eval.probe_seed",
+          f"{e.probe_seed!r} has no effect with eval.probe_size=0 (no probe set)")
+    if e.benchmarks or e.suite != "none":
+        return
+    for key in BENCHMARK_EVAL_FIELDS:
+        value = getattr(e, key)
+        check(value == default[key], f"eval.{key}", f"{value!r} has no effect with eval.suite=none and no eval.benchmarks "
+              f"(no benchmark is evaluated): drop it, or reset it to {default[key]!r} where a world or sweep sets it (eval=none "
+              "resets what an eval group set)")
+    if e.probe_size:
+        return  # every evaluation still measures the probe set
+    nothing = "has no effect: with eval.suite=none and eval.probe_size=0 an evaluation measures nothing"
+    every = cfg.trainer.eval_every
+    check(every in (0, defaults_of(cfg.trainer)["eval_every"]), "trainer.eval_every", f"{every} {nothing}")
+    check(e.tail == default["tail"], "eval.tail", f"{e.tail} {nothing}")
 
 
 def check_eval(cfg) -> None:
@@ -204,5 +230,6 @@ def check_run(cfg) -> None:
     check_choice(cfg.strategy.name, "strategy.name", sorted(STRATEGIES))
     check_strategy(cfg, STRATEGIES[cfg.strategy.name])
     check_rollout(cfg)
+    check_evaluated(cfg)
     check_eval(cfg)
     check_eval_tail(cfg)
