@@ -116,6 +116,11 @@ SILENT_BEFORE = [
     (["eval=none", "eval.probe_size=0", "trainer.eval_every=10"], "trainer.eval_every"),
     (["eval=none", "eval.probe_size=0", "eval.tail=3", "eval.tail_every=10"], "eval.tail"),
     (["eval.probe_size=0", "eval.probe_seed=3"], "eval.probe_seed"),
+    # a server teacher is the model its server loaded
+    (["trainer=opd_sampled", "teacher.kind=server", "teacher.server_url=http://x", "teacher.dtype=bfloat16"], "teacher.dtype"),
+    (["trainer=opd_sampled", "teacher.kind=server", "teacher.server_url=http://x", "teacher.revision=main"], "teacher.revision"),
+    (["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.cooldown=0", "strategy.cooldown_jitter=0.5"],
+     "strategy.cooldown_jitter"),
 ]
 
 
@@ -146,6 +151,10 @@ def test_setting_without_effect_is_a_config_error(overrides, key):
     ["eval=none", "trainer.eval_every=10", "eval.tail=3", "eval.tail_every=10", "eval.probe_seed=3"],  # the probe is measured
     ["eval=none", "eval.probe_size=0", "trainer.eval_every=0"],
     ["eval.benchmarks=[tiny8/add2]", "eval.max_problems=4"],
+    ["trainer=opd_sampled", "teacher.kind=server", "teacher.server_url=http://x", "teacher.micro_batch=64"],
+    ["teacher.dtype=bfloat16", "teacher.revision=main"],  # a local teacher loads with them
+    ["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.cooldown=0"],
+    ["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.cooldown=3", "strategy.cooldown_jitter=0.5"],
 ])
 def test_settings_with_effect_pass(overrides):
     to_object(compose(overrides))
@@ -164,3 +173,12 @@ def test_cli_refuses_in_seconds_without_a_run_directory(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "strategy.behaviour_weight_cap" in proc.stderr
     assert not any(p.name != "hydra" for p in tmp_path.iterdir())  # no run directory, no model loaded
+
+
+def test_train_refuses_an_evaluation_checkpoint(run_train, tmp_path):
+    """eval.checkpoint is read by replaylab.evaluate only: a training run given one would silently start from
+    model.name_or_path instead. The refusal comes through the real train call, before any run directory."""
+    with pytest.raises(ConfigError) as err:
+        run_train([f"eval.checkpoint={tmp_path}"], output_root=tmp_path / "runs")
+    assert str(err.value).startswith("eval.checkpoint:"), str(err.value)
+    assert not (tmp_path / "runs").exists()

@@ -81,6 +81,11 @@ def check_teacher(cfg) -> None:
     check(not (teacher.kind == "server" and objective.needs_full_teacher), "teacher.kind",
           f"server teachers return only the sampled tokens' log-probs, but trainer.objective={cfg.trainer.objective} "
           "needs full distributions: use trainer=opd_sampled with teacher.kind=server, or a local teacher")
+    if teacher.kind == "server":  # the server loaded its model itself: these would describe a model nobody loads here
+        default = defaults_of(teacher)
+        for key in ("revision", "dtype"):
+            check(getattr(teacher, key) == default[key], f"teacher.{key}", f"{getattr(teacher, key)!r} has no effect "
+                  "with teacher.kind=server: the server's model is the one it was started with (set it there)")
 
 
 def check_strategy(cfg, strategy_cls) -> None:

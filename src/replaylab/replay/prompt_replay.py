@@ -26,7 +26,7 @@ import heapq
 import math
 from dataclasses import dataclass
 
-from replaylab.config_fields import check, knob
+from replaylab.config_fields import check, defaults_of, knob
 from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
 from replaylab.types import Group
 
@@ -74,6 +74,9 @@ class PromptReplay(ReplayStrategy):
         check(replay_slots(P, f) >= 1, "strategy.replay_fraction",
               f"{f} leaves no replay slot at trainer.prompts_per_iteration={P} (floor(P f) = 0): the run would be "
               "current-policy GRPO and every other strategy.* setting would do nothing")
+        check(cfg.strategy.cooldown > 0 or cfg.strategy.cooldown_jitter == defaults_of(cfg.strategy)["cooldown_jitter"],
+              "strategy.cooldown_jitter", f"{cfg.strategy.cooldown_jitter} has no effect with strategy.cooldown=0 "
+              "(a jittered zero is zero)")
 
     def __init__(self, cfg: PromptReplayConfig):
         super().__init__(cfg)
