@@ -121,6 +121,10 @@ SILENT_BEFORE = [
     (["trainer=opd_sampled", "teacher.kind=server", "teacher.server_url=http://x", "teacher.revision=main"], "teacher.revision"),
     (["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.cooldown=0", "strategy.cooldown_jitter=0.5"],
      "strategy.cooldown_jitter"),
+    # the generated sets are drawn from a seed and read no file; the jsonl sets the other way round
+    (["data=math_train", "data.seed=7"], "data.seed"),
+    (["data.data_root=/data/math"], "data.data_root"),  # tiny_arith, evaluated on tiny8
+    (["data.data_root=/data/math", "eval.benchmarks=[math500]", "eval.data_root=/other"], "data.data_root"),
 ]
 
 
@@ -155,6 +159,8 @@ def test_setting_without_effect_is_a_config_error(overrides, key):
     ["teacher.dtype=bfloat16", "teacher.revision=main"],  # a local teacher loads with them
     ["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.cooldown=0"],
     ["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.cooldown=3", "strategy.cooldown_jitter=0.5"],
+    ["data=math_train", "data.data_root=/data/math"], ["data.seed=7"],
+    ["data.data_root=/data/math", "eval.benchmarks=[math500]"],  # the evaluation reads math500 from it
 ])
 def test_settings_with_effect_pass(overrides):
     to_object(compose(overrides))
@@ -182,3 +188,14 @@ def test_train_refuses_an_evaluation_checkpoint(run_train, tmp_path):
         run_train([f"eval.checkpoint={tmp_path}"], output_root=tmp_path / "runs")
     assert str(err.value).startswith("eval.checkpoint:"), str(err.value)
     assert not (tmp_path / "runs").exists()
+
+
+def test_attention_backend_refused_where_no_transformers_attention_runs(run_train):
+    """model.attn_implementation picks transformers' attention; the lean forward and rollout=fast's decoder
+    run their own, so with both the setting did nothing. Through the real build: refused once the policy
+    took the lean forward, accepted (and trained) when the module forward runs."""
+    with pytest.raises(ConfigError) as err:
+        run_train(["model.attn_implementation=eager", "budget.max_updates=1"])
+    assert str(err.value).startswith("model.attn_implementation:"), str(err.value)
+    summary, _ = run_train(["model.attn_implementation=eager", "trainer.forward=module", "budget.max_updates=1"])
+    assert summary["update"] == 1

@@ -16,6 +16,7 @@ from replaylab.objectives import (
     OBJECTIVES,  # the package import registers every objective
 )
 from replaylab.replay import STRATEGIES  # the package import registers every strategy
+from replaylab.tasks.tiny8 import SUITES as TINY_SUITES
 
 # Trainer fields that only some objectives read (each objective declares which in `Objective.reads`).
 OBJECTIVE_SPECIFIC = ("clip_low", "clip_high", "dual_clip", "kl_coef", "advantage", "advantage_std", "is_cap", "opd_coef",
@@ -33,6 +34,8 @@ SAMPLING_EVAL_FIELDS = ("top_p", "top_k", "samples")
 # the probe set draws with the trainer's own sampling).
 BENCHMARK_EVAL_FIELDS = ("data_root", "max_new_tokens", "temperature", "top_p", "top_k", "samples", "sampled_k",
                          "sampled_temperature", "max_problems", "instruction", "enable_thinking")
+# Training sets generated in-process (tasks/datasets.py's TINY_DATA), not read from the data root.
+GENERATED_DATA = ("tiny_arith", "tiny_long")
 # Rollout fields that only one engine reads: (field, that engine).
 ENGINE_SPECIFIC = (("compile", "fast"), ("gpu_memory_utilization", "vllm"), ("tensor_parallel_size", "vllm"),
                    ("enforce_eager", "vllm"))
@@ -123,6 +126,23 @@ def check_rollout(cfg) -> None:
         value = getattr(r, key)
         check(r.engine == engine or value == default[key], f"rollout.{key}",
               f"{value!r} has no effect with rollout.engine={r.engine}: only rollout={engine} reads it")
+
+
+def check_data(cfg) -> None:
+    """The generated training sets (tiny_arith, tiny_long) are drawn from data.seed and read no file; the
+    jsonl sets are read from a data root and drawn from no seed."""
+    d, e = cfg.data, cfg.eval
+    default = defaults_of(d)
+    if d.name not in GENERATED_DATA:
+        check(d.seed == default["seed"], "data.seed", f"{d.seed} has no effect with data.name={d.name} (read from a file); "
+              f"only the generated sets {list(GENERATED_DATA)} are drawn from a seed")
+        return
+    # the evaluation falls back to data.data_root for the benchmarks that are files (tiny suites are generated)
+    names = list(e.benchmarks) or ([] if e.suite == "none" else [e.suite])
+    read_by_eval = e.data_root is None and any(n.split("/")[0] not in TINY_SUITES for n in names)
+    check(read_by_eval or d.data_root == default["data_root"], "data.data_root",
+          f"{d.data_root!r} has no effect: data.name={d.name} is generated, and no benchmark of this run's evaluation "
+          "reads a file from it (tiny suites are generated; eval.data_root, when set, takes precedence)")
 
 
 def check_evaluated(cfg) -> None:
@@ -235,6 +255,7 @@ def check_run(cfg) -> None:
     check_choice(cfg.strategy.name, "strategy.name", sorted(STRATEGIES))
     check_strategy(cfg, STRATEGIES[cfg.strategy.name])
     check_rollout(cfg)
+    check_data(cfg)
     check_evaluated(cfg)
     check_eval(cfg)
     check_eval_tail(cfg)
