@@ -180,3 +180,26 @@ def test_with_dynamic_sampling_every_scoring_counts_even_a_dropped_one(run_train
     assert checked >= 1
     # the case this guards: a replayed prompt whose scoring was dropped in between
     assert any(u in {v for _, us in replays for v in us} for _, u, _ in dropped)
+
+
+def test_a_refill_never_asks_a_replayed_prompt_twice(run_train, monkeypatch):
+    """Dynamic sampling refills from the data stream. On a 16-prompt stream a refill soon reaches a prompt
+    that Prompt Replay re-asked in the same iteration; drawn again, it would stand twice in the batch (two
+    groups of one prompt, one update). Refills skip the iteration's re-asked prompts."""
+    token_rewards(monkeypatch, 2)
+    batches: list[tuple[int, list[str], list[str]]] = []  # (iteration, re-asked uids, uids of the trained groups)
+    observe, plan = PromptReplay.observe, PromptReplay.plan
+
+    def spy_observe(self, groups, stats, ctx):
+        batches.append((ctx.iteration, list(self.replayed_now), [g.prompt.uid for g in groups]))
+        return observe(self, groups, stats, ctx)
+
+    monkeypatch.setattr(PromptReplay, "observe", spy_observe)
+    summary, _ = run_train(GRPO + ["strategy=prompt_replay", "strategy.cooldown=1", "strategy.cooldown_jitter=0",
+                                   "trainer.dynamic_sampling=true", "trainer.dynamic_sampling_max_rounds=0",
+                                   "budget.max_updates=12", "data.size=16", "trainer.samples_per_prompt=2"])
+    assert summary["dynamic_rounds"] > 0  # refills happened
+    reasked = [(it, uid, uids.count(uid)) for it, replayed, uids in batches for uid in replayed]
+    # (0: its group had no reward variance and was dropped; 2 is what refills gave before, e.g. at iteration 2)
+    assert sum(n == 1 for _, _, n in reasked) >= 3, reasked
+    assert all(n <= 1 for _, _, n in reasked), [r for r in reasked if r[2] > 1]

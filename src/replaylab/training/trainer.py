@@ -254,7 +254,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         filtered: list[Group] = []  # the groups dynamic sampling dropped
         tokens_before = self.ledger.tokens_generated
         if plan.fresh:
-            fresh, refill, filtered = self.generate_fresh(plan.fresh, plan.fresh_n)
+            fresh, refill, filtered = self.generate_fresh(plan.fresh, plan.fresh_n, frozenset(plan.reasked))
         fresh = fresh + self.generate_continuations(self.c.strategy.continuations(fresh, plan, ctx))
         gen_seconds = self.ledger.seconds.get("generate", 0.0) - before
         gen_tokens = self.ledger.tokens_generated - tokens_before  # every round of dynamic sampling
