@@ -10,8 +10,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-QUIET = ["eval=none", "eval.probe_size=0", "wandb.enabled=false", "progress=false", "trainer.warmup_updates=0",
-         "trainer.eval_every=0", "trainer.checkpoint_every=0"]
+# No evaluation, no probe, no checkpoint (the side times iterations only). eval=none resets what an eval group
+# set; a sweep's own evaluation settings (tiny_ropd: the response budget as eval length, five tail evaluations)
+# are reset to the schema defaults here, as a setting of an evaluation that never runs is a config error.
+QUIET = ["eval=none", "eval.probe_size=0", "eval.max_new_tokens=64", "eval.tail=1", "eval.tail_every=0",
+         "wandb.enabled=false", "progress=false", "trainer.warmup_updates=0", "trainer.eval_every=0",
+         "trainer.checkpoint_every=0"]
 
 
 def config(overrides: list[str]):

@@ -84,11 +84,6 @@ def check_teacher(cfg) -> None:
     check(not (teacher.kind == "server" and objective.needs_full_teacher), "teacher.kind",
           f"server teachers return only the sampled tokens' log-probs, but trainer.objective={cfg.trainer.objective} "
           "needs full distributions: use trainer=opd_sampled with teacher.kind=server, or a local teacher")
-    if teacher.kind == "server":  # the server loaded its model itself: these would describe a model nobody loads here
-        default = defaults_of(teacher)
-        for key in ("revision", "dtype"):
-            check(getattr(teacher, key) == default[key], f"teacher.{key}", f"{getattr(teacher, key)!r} has no effect "
-                  "with teacher.kind=server: the server's model is the one it was started with (set it there)")
 
 
 def check_strategy(cfg, strategy_cls) -> None:
@@ -139,7 +134,7 @@ def check_data(cfg) -> None:
         return
     # the evaluation falls back to data.data_root for the benchmarks that are files (tiny suites are generated)
     names = list(e.benchmarks) or ([] if e.suite == "none" else [e.suite])
-    read_by_eval = e.data_root is None and any(n.split("/")[0] not in TINY_SUITES for n in names)
+    read_by_eval = not e.data_root and any(n.split("/")[0] not in TINY_SUITES for n in names)
     check(read_by_eval or d.data_root == default["data_root"], "data.data_root",
           f"{d.data_root!r} has no effect: data.name={d.name} is generated, and no benchmark of this run's evaluation "
           "reads a file from it (tiny suites are generated; eval.data_root, when set, takes precedence)")
@@ -147,8 +142,9 @@ def check_data(cfg) -> None:
 
 def check_evaluated(cfg) -> None:
     """Evaluation settings with nothing to act on: benchmark fields when no benchmark runs, evaluation times
-    when an evaluation measures nothing (no benchmark, no probe set), the probe's seed without a probe. (The
-    suite beside an explicit eval.benchmarks is not refused: the eval groups set it with their decoding.)"""
+    when an evaluation measures nothing (no benchmark, no probe set), the probe's seed without a probe. Settings
+    that turn evaluations off (trainer.eval_every=0, eval.at_start=false) pass; so does the suite beside an
+    explicit eval.benchmarks (the eval groups set it together with their decoding)."""
     e, default = cfg.eval, defaults_of(cfg.eval)
     check(e.probe_size > 0 or e.probe_seed == default["probe_seed"], "eval.probe_seed",
           f"{e.probe_seed!r} has no effect with eval.probe_size=0 (no probe set)")

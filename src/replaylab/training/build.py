@@ -168,10 +168,11 @@ def attach_lean_forwards(cfg: Config, policy, ref, teacher_model) -> None:
     for model in (policy if not why else None, ref, teacher_model):
         if model is not None and lean.attach(model):
             lean.lean_forward_of(model).prune = "always" if pruned else "no_grad"
-    # The lean forward and the lean decoder (rollout=fast) compute attention themselves, vLLM its own:
-    # with both, no transformers attention of the policy ever runs.
+    # The lean forward and rollout=fast's lean decoder (which also samples the initial policy's copy) compute
+    # attention themselves: with both, no transformers attention of the policy ever runs. (Under vLLM the
+    # initial policy's copy samples through rollout=hf, so there it can act.)
     attn = cfg.model.attn_implementation
-    check(not attn or why is not None or cfg.rollout.engine == "hf", "model.attn_implementation",
+    check(not attn or why is not None or cfg.rollout.engine != "fast", "model.attn_implementation",
           f"{attn!r} has no effect: the policy trains through the lean forward (trainer.forward={cfg.trainer.forward}) and "
-          f"samples through rollout={cfg.rollout.engine}, neither of which runs transformers' attention: set it to null "
+          "samples through rollout=fast's decoder, neither of which runs transformers' attention: set it to null "
           "(a model group may set it), or use trainer.forward=module or rollout=hf to run it")
