@@ -186,6 +186,9 @@ def test_train_refuses_an_evaluation_checkpoint(run_train, tmp_path):
         run_train([f"eval.checkpoint={tmp_path}"], output_root=tmp_path / "runs")
     assert str(err.value).startswith("eval.checkpoint:"), str(err.value)
     assert not (tmp_path / "runs").exists()
+    from replaylab.cli.plan import plan  # a sweep's listing refuses the cells train would refuse
+    with pytest.raises(ConfigError, match="eval.checkpoint:"):
+        plan(["+sweep=tiny_repo", "order=0", f"eval.checkpoint={tmp_path}", f"output_root={tmp_path / 'runs'}"])
 
 
 def test_attention_backend_refused_where_no_transformers_attention_runs(run_train):

@@ -255,3 +255,10 @@ def check_run(cfg) -> None:
     check_evaluated(cfg)
     check_eval(cfg)
     check_eval_tail(cfg)
+
+
+def check_training_run(cfg) -> None:
+    """What a training run refuses beyond `check_run` (the config is shared with replaylab.evaluate, which
+    reads these): called by the train CLI and by replaylab.plan, so a sweep's listing fails as its cells would."""
+    check(cfg.eval.checkpoint is None, "eval.checkpoint", f"{cfg.eval.checkpoint!r} has no effect on a training run "
+          "(only replaylab.evaluate loads it; a run starts from model.name_or_path and resumes from its own directory)")

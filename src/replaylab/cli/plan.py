@@ -19,6 +19,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from replaylab.config import ConfigError, register_configs, to_object
+from replaylab.config_checks import check_training_run
 from replaylab.paths import conf_dir
 from replaylab.training.runs import is_done, run_dir
 
@@ -69,6 +70,7 @@ def plan(overrides: list[str]) -> list[dict]:
             cfg = compose(config_name="config", overrides=fixed + cell)
             try:
                 obj = to_object(cfg)  # every cell passes the run's config checks, or the listing fails naming the key
+                check_training_run(obj)
             except ConfigError as e:
                 raise ConfigError(f"cell {' '.join(cell)}: {e}") from e
             path = run_dir(cfg)

@@ -18,7 +18,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from replaylab.config import ConfigError, register_configs, to_object
-from replaylab.config_fields import check
+from replaylab.config_checks import check_training_run
 from replaylab.paths import conf_dir
 from replaylab.training.runs import config_hash, is_done, run_dir
 
@@ -28,8 +28,7 @@ log = logging.getLogger("replaylab.train")
 
 def train(cfg: DictConfig) -> dict:
     obj = to_object(cfg)  # every config error is raised here: before a model loads or a directory exists
-    check(obj.eval.checkpoint is None, "eval.checkpoint", f"{obj.eval.checkpoint!r} has no effect on a training run "
-          "(only replaylab.evaluate loads it; a run starts from model.name_or_path and resumes from its own directory)")
+    check_training_run(obj)
     path = run_dir(cfg)
     if is_done(path):
         return _skip(path)
