@@ -264,3 +264,23 @@ def test_cli_table_says_when_runs_come_from_several_versions(tmp_path, capsys):
         out = capsys.readouterr().out
         assert "Runs from 2 versions" in out and "3 runs of `cpu=Other/AVX2`" in out and "8 runs of `test`" in out
     assert "Runs from 2 versions" in (exp / "tables" / "table_avg_at_k.md").read_text()
+
+
+@pytest.mark.parametrize("flags,named", [
+    (["--paired", "current", "--by", "seed"], "--by has no effect with --paired"),
+    (["--paired", "current", "--format", "latex"], "--format has no effect with --paired"),
+    (["--paired", "current", "--columns", "metric"], "--columns has no effect with --paired"),
+    (["--columns", "metric", "--metric", "avg@k", "--benchmark", "mean"], "--columns has no effect"),
+    (["--paired", "current", "--metric", "avg@k,nosuch"], "metric ['nosuch'] not found"),  # was NaN rows, a false control
+    (["--paired", "current", "--benchmark", "nosuch"], "benchmark ['nosuch'] not found"),  # was KeyError: 'diff'
+    (["--benchmark", "mean,nosuch"], "benchmark ['nosuch'] not found"),  # was dropped from the list silently
+])
+def test_cli_table_refuses_flags_without_effect_and_unknown_names(tmp_path, capsys, flags, named):
+    """A flag the chosen mode never reads, or a metric/benchmark name that matches nothing, is an error naming
+    it (exit 2), with no table written."""
+    from replaylab.cli.main import main
+
+    exp = write_runs(tmp_path, with_empty_run=False)
+    assert main(["table", str(exp), "--out", str(tmp_path / "out"), *flags]) == 2
+    assert named in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -227,6 +227,18 @@ def _fmt_orders(orders: Iterable[Any]) -> str:
     return ",".join(str(int(o)) if isinstance(o, float) and o.is_integer() else str(o) for o in sorted(orders, key=str))
 
 
+def check_requested(evals, metrics: Sequence[str], benchmarks: Sequence[str] | None) -> None:
+    """Every requested metric and benchmark names something in the eval rows ('mean': a suite mean), or a
+    ValueError names it: a mistyped name would otherwise leave its column empty, or drop out of a list."""
+    unknown = [m for m in metrics if m not in set(evals["metric"])]
+    if unknown:
+        raise ValueError(f"metric {unknown} not found among eval metrics {sorted(set(evals['metric']))}")
+    present = set(evals["benchmark"])
+    missing = [b for b in benchmarks or () if not (b in present or (b == "mean" and any(map(is_suite_mean, present))))]
+    if missing:
+        raise ValueError(f"benchmark {missing} not found among {order_benchmarks(evals['benchmark'])}")
+
+
 def build_table(df: pd.DataFrame, metrics: str | Sequence[str] = ("avg@k",), benchmarks: Sequence[str] | None = None,
                 by: Sequence[str] | None = None, block: str | None = "budget", update: str | int = "final",
                 percent: bool = True, level: float = 0.95) -> pd.DataFrame:
@@ -241,9 +253,7 @@ def build_table(df: pd.DataFrame, metrics: str | Sequence[str] = ("avg@k",), ben
     evals = df[df["split"] == "eval"]
     if evals.empty:
         raise NoRowsError("no eval rows found: no run has evaluated yet (split=eval rows are what tables show)")
-    unknown = [m for m in metrics if m not in set(evals["metric"])]
-    if unknown:
-        raise ValueError(f"metric {unknown} not found among eval metrics {sorted(set(evals['metric']))}")
+    check_requested(evals, metrics, benchmarks)
     runs = run_index(df)
     by = list(by) if by else default_by(runs, block)
     keys = ([block] if block and block not in by else []) + by
@@ -259,8 +269,6 @@ def build_table(df: pd.DataFrame, metrics: str | Sequence[str] = ("avg@k",), ben
     if benchmarks:
         wanted = set(benchmarks)
         all_benches = [b for b in all_benches if b in wanted or ("mean" in wanted and is_suite_mean(b))]
-        if not all_benches:
-            raise ValueError(f"benchmark {list(benchmarks)} not found among {order_benchmarks(evals['benchmark'])}")
     block_col = keys[0] if block and block not in by else None
     out = []
     for key, group, expected in _groups(runs, block_col, by):

@@ -22,7 +22,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from replaylab.results.aggregation import _check_replicates, _select_eval, default_by, final_eval, is_accuracy, is_suite_mean, order_benchmarks, run_index
+from replaylab.results.aggregation import (_check_replicates, _select_eval, check_requested, default_by, final_eval,
+                                          is_accuracy, is_suite_mean, order_benchmarks, run_index)
 from replaylab.results.frame import NoRowsError, versions_note
 
 if TYPE_CHECKING:
@@ -117,6 +118,10 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
 
     if plan is not None and not (math.isfinite(plan) and plan > 0):
         raise ValueError(f"plan={plan}: the effect to plan for must be a positive number")
+    evals = df[df["split"] == "eval"]
+    if evals.empty:
+        raise NoRowsError("no eval rows found: no run has evaluated yet (split=eval rows are what tables show)")
+    check_requested(evals, metrics, benchmarks)
     runs = run_index(df)
     if reference not in set(runs["strategy"]):
         raise ValueError(f"--paired {reference}: no such strategy; strategies: {sorted(set(runs['strategy']), key=str)}")

@@ -91,6 +91,18 @@ def cmd_table(args: argparse.Namespace) -> int:
     if args.plan is not None and not args.paired:
         print("replaylab table: --plan projects paired MDEs: it needs --paired REF", file=sys.stderr)
         return 2
+    inert = []  # flags the chosen mode never reads
+    if args.paired:
+        inert += [f for f, set_ in (("--by", args.by), ("--format", args.format != "all"),
+                                    ("--columns", args.columns != "benchmark")) if set_]
+    elif args.columns == "metric" and args.metric and args.benchmark:
+        inert.append("--columns")  # it only picks the defaults of --metric and --benchmark; the layout follows their numbers
+    if inert:
+        why = ("with --paired (one row per strategy, benchmark and metric, written as .md and .csv)" if args.paired else
+               "with both --metric and --benchmark given: it only chooses their defaults, and the layout follows how "
+               "many of each there are")
+        print(f"replaylab table: {', '.join(inert)} has no effect {why}", file=sys.stderr)
+        return 2
     try:
         df = load_source(args.source)
         if args.experiment:
