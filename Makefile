@@ -15,11 +15,19 @@ SWEEP := $(TRAIN) -m
 # tiny-table-budget-axes, tiny-table-reopd, tiny-table-prefixrl, tiny-table-hdl,
 # tiny-table-fifo (compute-matched), tiny-table-fopd, tiny-table-depo, and the same without `tiny-`
 # at full scale.
-.PHONY: install run test tiny bench clean notebooks tiny-table-ropd tiny-table-budget-axes table-budget-axes tiny-claims
+.PHONY: install run test tiny bench clean notebooks tiny-table-ropd tiny-table-budget-axes table-budget-axes tiny-claims FORCE
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# What the install was made with: another TORCH_SPEC or EXTRAS re-runs it (the stamp alone would say
+# "nothing to be done" after an earlier install). Another PYTHON needs a fresh venv: remove $(VENV).
+INSTALL_SPEC := $(TORCH_SPEC) [$(EXTRAS)]
+$(VENV)/.install-spec: FORCE
+	@mkdir -p $(VENV)
+	@echo '$(INSTALL_SPEC)' | cmp -s - $@ || echo '$(INSTALL_SPEC)' > $@
+FORCE:
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.install-spec
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first, pinned: a bare range would pull a multi-GB CUDA build on a CPU machine.
@@ -27,11 +35,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $@
 
-run: install  ## the main job: OPD on the tiny world (builds the tiny world on first use)
-	$(TRAIN)
+run: install  ## the main job: OPD on the tiny world (builds the tiny world on first use); ARGS: overrides
+	$(TRAIN) $(ARGS)
 
-test: install
-	$(PY) -m pytest -q
+test: install  ## ARGS: pytest arguments, e.g. ARGS='tests/test_paired.py -x'
+	$(PY) -m pytest -q $(ARGS)
 
 tiny: install  ## build (or find in the cache) the tiny world and print its tiny8 accuracy
 	$(VENV)/bin/replaylab tiny
@@ -66,37 +74,54 @@ AXES_TABLE := --by strategy,prompts_per_iteration,samples_per_prompt,resample_pe
 # Tiny tables run their cells side by side (launcher=parallel: 2 at a time, 1 thread each); ARGS
 # reach the sweep as at full scale, e.g. make tiny-table-ropd ARGS='hydra.launcher.n_jobs=4 trainer.threads=2'.
 TINY_LAUNCHER ?= launcher=parallel
+# Where the table targets' sweeps write (output_root) and their table step reads: RUNS=DIR moves both.
+# ARGS='output_root=...' or 'experiment=...' would move the runs alone, so those targets refuse it.
+RUNS ?= runs
+define runs_stay_put
+	@case " $(ARGS) " in *" output_root="*|*" experiment="*) echo "ARGS: output_root= / experiment= would move \
+	the runs away from where this target's table step reads them ($(RUNS)/<experiment>): set RUNS=DIR instead" >&2; \
+	exit 2;; esac
+endef
 
 tiny-table-budget-axes: install  ## queries per iteration x resampling period, current vs initial
-	$(SWEEP) +sweep=tiny_budget_axes $(TINY_LAUNCHER) $(ARGS)
-	$(VENV)/bin/replaylab table runs/tiny_budget_axes $(AXES_TABLE)
+	$(runs_stay_put)
+	$(SWEEP) +sweep=tiny_budget_axes $(TINY_LAUNCHER) output_root=$(RUNS) $(ARGS)
+	$(VENV)/bin/replaylab table $(RUNS)/tiny_budget_axes $(AXES_TABLE)
 
 table-budget-axes: install
-	$(SWEEP) +sweep=budget_axes $(ARGS)
-	$(VENV)/bin/replaylab table runs/budget_axes $(AXES_TABLE)
+	$(runs_stay_put)
+	$(SWEEP) +sweep=budget_axes output_root=$(RUNS) $(ARGS)
+	$(VENV)/bin/replaylab table $(RUNS)/budget_axes $(AXES_TABLE)
 
 # The claims report: every tiny sweep a seed-paper claim reads, then `replaylab claims` over their runs
 # (reports/tiny_claims.md and one figure per claim beside it). CLAIM_SWEEPS narrows it, e.g.
-# make tiny-claims CLAIM_SWEEPS='tiny_grpo_replay'; claims of sweeps not run are reported as not run.
+# make tiny-claims CLAIM_SWEEPS='tiny_grpo_replay'; the report reads only those sweeps' runs (tiny_ropd_long
+# writes into tiny_ropd's experiment), and the other claims are reported as not run.
 CLAIM_SWEEPS ?= tiny_ropd tiny_ropd_long tiny_budget_axes tiny_grpo_replay
+comma := ,
 tiny-claims: install
-	set -e; for s in $(CLAIM_SWEEPS); do $(SWEEP) +sweep=$$s $(TINY_LAUNCHER) $(ARGS); done
-	$(VENV)/bin/replaylab claims runs --out reports/tiny_claims.md
+	$(runs_stay_put)
+	set -e; for s in $(CLAIM_SWEEPS); do $(SWEEP) +sweep=$$s $(TINY_LAUNCHER) output_root=$(RUNS) $(ARGS); done
+	$(VENV)/bin/replaylab claims $(RUNS) --sweeps $(subst $() ,$(comma),$(sort $(patsubst %_long,%,$(CLAIM_SWEEPS)))) \
+		--out reports/tiny_claims.md
 
 # The R-OPD table: five orders at both budgets, then eight more at the long one (same experiment).
 tiny-table-ropd: install
-	$(SWEEP) +sweep=tiny_ropd $(TINY_LAUNCHER) $(ARGS)
-	$(SWEEP) +sweep=tiny_ropd_long $(TINY_LAUNCHER) $(ARGS)
-	$(VENV)/bin/replaylab table runs/tiny_ropd
+	$(runs_stay_put)
+	$(SWEEP) +sweep=tiny_ropd $(TINY_LAUNCHER) output_root=$(RUNS) $(ARGS)
+	$(SWEEP) +sweep=tiny_ropd_long $(TINY_LAUNCHER) output_root=$(RUNS) $(ARGS)
+	$(VENV)/bin/replaylab table $(RUNS)/tiny_ropd
 
 tiny-table-%: install
-	$(SWEEP) +sweep=tiny_$(subst -,_,$*) $(TINY_LAUNCHER) $(ARGS)
-	$(VENV)/bin/replaylab table runs/tiny_$(subst -,_,$*)
+	$(runs_stay_put)
+	$(SWEEP) +sweep=tiny_$(subst -,_,$*) $(TINY_LAUNCHER) output_root=$(RUNS) $(ARGS)
+	$(VENV)/bin/replaylab table $(RUNS)/tiny_$(subst -,_,$*)
 
 # --- paper tables at full scale (GPU cluster: add launcher=slurm) -------------------------------
 table-%: install
-	$(SWEEP) +sweep=$(subst -,_,$*) $(ARGS)
-	$(VENV)/bin/replaylab table runs/$(subst -,_,$*)
+	$(runs_stay_put)
+	$(SWEEP) +sweep=$(subst -,_,$*) output_root=$(RUNS) $(ARGS)
+	$(VENV)/bin/replaylab table $(RUNS)/$(subst -,_,$*)
 
 clean:
 	rm -rf runs outputs multirun

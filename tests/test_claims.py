@@ -279,6 +279,9 @@ def test_every_claim_reads_a_sweep_that_runs_its_arms_and_make_tiny_claims_runs_
     assert sweeps <= claim_sweeps
     for extension in claim_sweeps - sweeps:  # more cells of a claims sweep (tiny_ropd_long: more orders)
         assert compose([f"+sweep={extension}"]).experiment in sweeps, extension
+        # the Makefile hands `claims --sweeps` the experiments as CLAIM_SWEEPS without a `_long` suffix
+        assert extension.removesuffix("_long") == compose([f"+sweep={extension}"]).experiment, extension
+    assert "--sweeps $(subst $() ,$(comma),$(sort $(patsubst %_long,%,$(CLAIM_SWEEPS))))" in makefile
     for sweep in sweeps:
         cfg = compose([f"+sweep={sweep}"], return_hydra_config=True)
         assert cfg.experiment == sweep
@@ -326,3 +329,24 @@ def test_a_not_uniform_claim_reads_its_checks_as_for_or_against_it(tmp_path, mon
         claim = Claim("Demo", "s", "demo", (higher(expect=expect),), combine="not_uniform")
         assert check_reading(claim, claim.checks[0], "reproduced") == (f"{found} (against the claim)", "against")
         assert check_reading(claim, claim.checks[0], "contradicted") == (f"{opposite} (for the claim)", "for")
+
+
+def test_claims_sweeps_reads_only_the_sweeps_named(tmp_path, monkeypatch, capsys):
+    """`--sweeps` (what `make tiny-claims CLAIM_SWEEPS=...` passes): the claims of a sweep left out read
+    "not run" even with its runs on disk, and a name no claim reads is an error naming it."""
+    from replaylab.results import tiny_claims
+
+    base = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31]]
+    new = [[0.30, 0.40, 0.41], [0.31, 0.38, 0.40], [0.29, 0.35, 0.37]]
+    write_sweep(tmp_path / "runs" / "demo", runs({"current": base, "new": new}))
+    write_sweep(tmp_path / "runs" / "other", runs({"current": base, "new": new}))
+    monkeypatch.setattr(tiny_claims, "CLAIMS", (Claim("Demo", "new beats current", "demo", (higher(),)),
+                                                Claim("Other", "new beats current there", "other", (higher(),))))
+    monkeypatch.setattr(tiny_claims, "CONTROLS", {})
+    out = tmp_path / "claims.md"
+    assert main(["claims", str(tmp_path / "runs"), "--sweeps", "demo", "--out", str(out)]) == 0
+    summary = out.read_text().split("## Known-effect controls")[0].splitlines()
+    assert any("new beats current " in line and "reproduced" in line for line in summary)
+    assert any("there" in line and "not run" in line for line in summary)
+    assert main(["claims", str(tmp_path / "runs"), "--sweeps", "demo,tiny_fifo", "--out", str(out)]) == 2
+    assert "--sweeps ['tiny_fifo']: no claim reads them" in capsys.readouterr().err

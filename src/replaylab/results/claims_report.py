@@ -167,8 +167,14 @@ def cmd_claims(args: argparse.Namespace) -> int:
     from replaylab.results.tiny_claims import CLAIMS, CONTROLS
 
     root = Path(args.runs)
+    claimed = list(dict.fromkeys(c.sweep for c in CLAIMS))
+    chosen = list(dict.fromkeys(v.strip() for v in (args.sweeps or "").split(",") if v.strip())) or claimed
+    unread = [s for s in chosen if s not in claimed]
+    if unread:
+        print(f"replaylab claims: --sweeps {unread}: no claim reads them (the claimed sweeps: {claimed})", file=sys.stderr)
+        return 2
     frames = {}
-    for sweep in dict.fromkeys(c.sweep for c in CLAIMS):
+    for sweep in chosen:  # the claims of the others are reported as not run, whatever lies on disk
         try:
             frames[sweep] = load_experiment(root / sweep)
         except NoRowsError:
@@ -194,5 +200,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("claims", help="test the seed papers' claims on the tiny sweeps' runs (Markdown report)")
     p.add_argument("runs", nargs="?", default="runs", help="the root holding one directory per sweep (default: runs)")
     p.add_argument("--out", default="reports/tiny_claims.md", help="the report's path; figures are written beside it")
+    p.add_argument("--sweeps", help="read only these sweeps' runs (experiment names, comma-separated; default: every "
+                                    "claimed sweep); the other sweeps' claims are reported as not run, even with runs on disk")
     p.set_defaults(func=cmd_claims)
     return p
