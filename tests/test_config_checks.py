@@ -200,3 +200,20 @@ def test_attention_backend_refused_where_no_transformers_attention_runs(run_trai
     assert str(err.value).startswith("model.attn_implementation:"), str(err.value)
     summary, _ = run_train(["model.attn_implementation=eager", "trainer.forward=module", "budget.max_updates=1"])
     assert summary["update"] == 1
+
+
+def test_config_help_documents_every_key_top_level_ones_included(capsys):
+    """`replaylab config-help` lists every field with its help; a top-level key (order, experiment, ...) asked
+    for by name printed nothing and exited 0 before."""
+    from dataclasses import fields
+
+    from replaylab.cli.main import main
+    from replaylab.config import Config
+
+    assert main(["config-help", "order"]) == 0
+    assert capsys.readouterr().out.strip().startswith("order: data order")
+    assert main(["config-help"]) == 0
+    out = capsys.readouterr().out
+    for f in fields(Config):
+        assert f"  {f.name}" in out or f"[{f.name}" in out, f.name
+    assert main(["config-help", "nosuch"]) == 2

@@ -84,6 +84,13 @@ def cmd_config_help(args: argparse.Namespace) -> int:
         if is_dataclass(cls):
             print(f"[{name}]")
             _print_help(cls, f"{name}.")
+        elif args.group:  # a top-level key (order, experiment, ...): its own line
+            print(f"  {name}: {next(f for f in fields(Config) if f.name == name).metadata.get('help', '')}")
+    if not args.group:  # the top-level keys after the groups
+        print("[top level]")
+        for f in fields(Config):
+            if f.name != "strategy" and not is_dataclass(hints.get(f.name)):
+                print(f"  {f.name}: {f.metadata.get('help', '')}")
     return 0
 
 
