@@ -217,3 +217,15 @@ def test_config_help_documents_every_key_top_level_ones_included(capsys):
     for f in fields(Config):
         assert f"  {f.name}" in out or f"[{f.name}" in out, f.name
     assert main(["config-help", "nosuch"]) == 2
+
+
+@pytest.mark.parametrize("overrides,key", [(["order=3"], "order"), (["eval.tail=3", "eval.tail_every=10"], "eval.tail"),
+                                           (["eval=none"], "eval.suite"), (["strategy=ropd"], "strategy")])
+def test_evaluate_refuses_training_only_keys_before_loading_a_model(tmp_path, overrides, key):
+    """replaylab.evaluate evaluates one policy once: a data order, tail, probe setting or strategy did nothing
+    there (and suite=none was refused only after the model loaded). Exit 2 naming the key, nothing written."""
+    proc = subprocess.run([sys.executable, "-m", "replaylab.evaluate", *overrides, f"output_root={tmp_path}",
+                           "wandb.enabled=false"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert f"invalid config: {key}:" in proc.stderr
+    assert not any(p.name != "hydra" for p in tmp_path.iterdir())

@@ -262,3 +262,21 @@ def check_training_run(cfg) -> None:
     reads these): called by the train CLI and by replaylab.plan, so a sweep's listing fails as its cells would."""
     check(cfg.eval.checkpoint is None, "eval.checkpoint", f"{cfg.eval.checkpoint!r} has no effect on a training run "
           "(only replaylab.evaluate loads it; a run starts from model.name_or_path and resumes from its own directory)")
+
+
+# Keys only a training run reads, which no eval, model or budget group sets: replaylab.evaluate refuses them.
+TRAINING_ONLY = {"": ("order",), "eval": ("tail", "tail_every", "probe_size", "probe_seed")}
+
+
+def check_evaluation_run(cfg) -> None:
+    """What replaylab.evaluate refuses before it loads a model: nothing to evaluate, or a training-only key
+    set (it evaluates one policy once: no data order, tail, probe set or strategy)."""
+    e = cfg.eval
+    check(bool(e.benchmarks) or e.suite != "none", "eval.suite", "nothing to evaluate (suite=none and no eval.benchmarks)")
+    why = "has no effect on replaylab.evaluate (it evaluates one policy once; only a training run reads it)"
+    for group, keys in TRAINING_ONLY.items():
+        obj = getattr(cfg, group) if group else cfg
+        default = defaults_of(obj)
+        for key in keys:
+            check(getattr(obj, key) == default[key], f"{group}.{key}".lstrip("."), f"{getattr(obj, key)!r} {why}")
+    check(cfg.strategy.name == "current", "strategy", f"{cfg.strategy.name!r} {why}")

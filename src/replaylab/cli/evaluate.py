@@ -16,6 +16,7 @@ import hydra
 from omegaconf import DictConfig
 
 from replaylab.config import ConfigError, register_configs, to_object
+from replaylab.config_checks import check_evaluation_run
 from replaylab.paths import conf_dir
 from replaylab.training.runs import config_hash
 
@@ -42,6 +43,8 @@ def load_checkpoint_into(model, checkpoint: str) -> int:
 
 def evaluate(cfg: DictConfig) -> list[dict]:
     obj = to_object(cfg)
+    check_evaluation_run(obj)  # before any model loads
+    import torch
     from replaylab.models import kernels
     from replaylab.results.rows import RowWriter
     from replaylab.training.build import (
@@ -53,6 +56,8 @@ def evaluate(cfg: DictConfig) -> list[dict]:
     )
 
     t0 = time.time()
+    if obj.trainer.threads:  # as a training run's build does
+        torch.set_num_threads(obj.trainer.threads)
     device = pick_device(obj.trainer.device)
     kernels.use(obj.trainer.matmul, device)  # the kernel the trainer's own evaluations ran with
     model, tokenizer = load_policy(obj, device)
@@ -67,10 +72,7 @@ def evaluate(cfg: DictConfig) -> list[dict]:
     rows = RowWriter(run / "rows.jsonl", identity)
     rows.truncate(0)
     try:
-        evaluate_fn = build_evaluate(obj, generator, tokenizer, grader)
-        if evaluate_fn is None:
-            raise ConfigError("eval.suite: nothing to evaluate (suite=none and no eval.benchmarks)")
-        results = evaluate_fn(update)
+        results = build_evaluate(obj, generator, tokenizer, grader)(update)
     finally:
         grader.close()
     out = []
