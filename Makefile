@@ -45,7 +45,8 @@ tiny: install  ## build (or find in the cache) the tiny world and print its tiny
 	$(VENV)/bin/replaylab tiny
 
 # Timed benchmarks (benchmarks/*.py say what each measures). The A/B ones alternate each side in its own
-# process, BENCH_PAIRS pairs, and save every pair under BENCH_OUT. Needs the bench extra (TRL, datasets).
+# process, BENCH_PAIRS pairs; those built on benchmarks/alternate.py (all but bench_checkpoint, which prints
+# its pairs only) save every pair under BENCH_OUT. Needs the bench extra (TRL, datasets).
 BENCH_PAIRS ?= 5
 BENCH_OUT ?= runs/bench
 bench: $(VENV)/.installed-bench
