@@ -350,3 +350,28 @@ def test_claims_sweeps_reads_only_the_sweeps_named(tmp_path, monkeypatch, capsys
     assert any("there" in line and "not run" in line for line in summary)
     assert main(["claims", str(tmp_path / "runs"), "--sweeps", "demo,tiny_fifo", "--out", str(out)]) == 2
     assert "--sweeps ['tiny_fifo']: no claim reads them" in capsys.readouterr().err
+
+
+def test_a_pipe_in_a_claim_or_check_keeps_the_report_tables_whole(tmp_path, monkeypatch):
+    """"mean |advantage|" is a claim's wording: unescaped, its `|` split the row into extra columns in every
+    Markdown renderer. Every table row must have as many cell separators as its header."""
+    import re
+
+    from replaylab.results import tiny_claims
+
+    base = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31]]
+    new = [[0.30, 0.40, 0.41], [0.31, 0.38, 0.40], [0.29, 0.35, 0.37]]
+    write_sweep(tmp_path / "runs" / "demo", runs({"current": base, "new": new}))
+    monkeypatch.setattr(tiny_claims, "CLAIMS", (Claim("Demo", "a larger mean |advantage|", "demo",
+                                                      (Check("mean |x|", {"strategy": "new"}, {"strategy": "current"},
+                                                             "higher", 3.0),)),))
+    monkeypatch.setattr(tiny_claims, "CONTROLS", {"demo": "current"})
+    out = tmp_path / "claims.md"
+    assert main(["claims", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    separators = lambda line: len(re.findall(r"(?<!\\)\|", line))  # noqa: E731
+    tables = re.findall(r"(?:^\|.*\n)+", out.read_text(), re.M)
+    assert len(tables) >= 3  # summary, controls, the claim's checks
+    for table in tables:
+        counts = {separators(line) for line in table.splitlines()}
+        assert len(counts) == 1, table
+    assert "mean \\|advantage\\|" in out.read_text()

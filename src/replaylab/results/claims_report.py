@@ -95,10 +95,17 @@ def claim_figure(record: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]], figures: dict[int, Path],
-                    sizes: dict[str, str]) -> str:
+def md_table(rows: list[dict]) -> str:
+    """A Markdown table of `rows`, a `|` inside a cell escaped (a claim about "mean |advantage|" split its row
+    into extra columns in every renderer)."""
     import pandas as pd
 
+    return pd.DataFrame([{k: v.replace("|", "\\|") if isinstance(v, str) else v for k, v in r.items()} for r in rows]
+                        ).to_markdown(index=False)
+
+
+def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]], figures: dict[int, Path],
+                    sizes: dict[str, str]) -> str:
     lines = ["# Tiny-world claims report", "",
              "Each claim is tested by paired differences (arm - comparison, paired by data order and seed) with a 95% "
              "t-interval and the minimum detectable effect (MDE) at 80% power, alpha 0.05. Verdicts: reproduced, "
@@ -111,13 +118,13 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
     control = control_by_sweep(controls)
     summary = [{"paper": r["claim"].paper, "claim": r["claim"].statement, "sweep": r["claim"].sweep,
                 "verdict": r["verdict"], "sweep's control": control.get(r["claim"].sweep, "-")} for r in records]
-    lines += ["## Summary", "", pd.DataFrame(summary).to_markdown(index=False), ""]
+    lines += ["## Summary", "", md_table(summary), ""]
     lines += ["## Known-effect controls", ""]
     if controls:
         shown = [{"sweep": c["sweep"], "block": c["block"] if isinstance(c["block"], str) else "", "control": c["strategy"],
                   "difference": _fmt(c["diff"], c["ci_low"], c["ci_high"]), "pairs": c["n_pairs"],
                   "MDE": f"{c['mde']:.2f}" if math.isfinite(c["mde"]) else "-", "verdict": c["verdict"]} for c in controls]
-        lines += [pd.DataFrame(shown).to_markdown(index=False), ""]
+        lines += [md_table(shown), ""]
     else:
         lines += ["(no sweep had a reference with an evaluation half-way)", ""]
     lines += ["## Runs", ""] + [f"- `{sweep}`: {text}" for sweep, text in sizes.items()] + [""]
@@ -140,7 +147,7 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
                  "MDE": f"{r['mde']:.2f}" if math.isfinite(r["mde"]) else "-",
                  "comparison mean": f"{r['against_mean']:.2f}" if math.isfinite(r["against_mean"]) else "-",
                  "verdict": check_reading(claim, c, r["verdict"])[0]} for c, r in zip(claim.checks, rec["checks"])]
-        lines += [pd.DataFrame(rows).to_markdown(index=False), ""]
+        lines += [md_table(rows), ""]
         if i in figures:
             lines += [f"![{claim.statement}]({figures[i].name})", ""]
     return "\n".join(lines)
