@@ -182,6 +182,10 @@ def test_plan_behaves_like_hydra():
     assert len({r.split()[-1] for r in rows}) == 2  # two learning rates, two run directories
     wrong = cli("-m", "replaylab.plan", "+sweep=tiny_repo", "strategy=ropd")
     assert wrong.returncode == 2 and "strategy: 'ropd' works with trainer kinds ['opd']" in wrong.stderr
+    # Hydra's own flags (a copied `-m`, `--cfg job`): a usage line naming them, not a parser traceback
+    flagged = cli("-m", "replaylab.plan", "-m", "+sweep=tiny_repo")
+    assert flagged.returncode == 2 and "replaylab plan: -m: not an option of plan" in flagged.stderr
+    assert "Traceback" not in flagged.stderr
 
 
 @pytest.mark.parametrize("label", ["a/b", "../x", "with space"])

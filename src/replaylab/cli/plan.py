@@ -232,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in args):
         print(USAGE)
         return 0
+    flags = [a for a in args if a.startswith("-")]  # Hydra's (-m, --cfg job, ...): plan lists every cell without them
+    if flags:
+        print(f"replaylab plan: {' '.join(flags)}: not an option of plan (it takes Hydra overrides only and always lists "
+              f"the whole grid, as `-m` would run it)\n\n{USAGE}", file=sys.stderr)
+        return 2
     try:
         cells = plan(args)
     except ConfigError as e:
