@@ -123,9 +123,17 @@ def test_the_known_effect_control_is_detected_when_the_reference_learns_and_flag
     assert control["verdict"] == "control detected" and control["diff"] == pytest.approx(5.0)
     flat = paired_table(tidy_frame(with_midpoint([0.02, -0.03, 0.01, -0.01])), "current").set_index("strategy")
     assert flat.loc["control: current final - update 5", "verdict"].startswith("CONTROL NOT DETECTED")
+    # a reference that got significantly worse shows no learning: the known effect is a gain, not any change
+    worse = paired_table(tidy_frame(with_midpoint([-0.05, -0.06, -0.04, -0.05])), "current").set_index("strategy")
+    control = worse.loc["control: current final - update 5"]
+    assert control["diff"] == pytest.approx(-5.0) and control["ci_high"] < 0
+    assert control["verdict"] == "CONTROL NOT DETECTED: the testbed failed its own check (the reference got worse)"
     from replaylab.results.paired import paired_markdown
 
-    assert "testbed" in paired_markdown(paired_table(tidy_frame(with_midpoint([0.02, -0.03, 0.01, -0.01])), "current"), "x")
+    md = paired_markdown(paired_table(tidy_frame(with_midpoint([0.02, -0.03, 0.01, -0.01])), "current"), "x")
+    assert "The known-effect control was not detected in 1 block(s)" in md
+    assert "The known-effect control" not in paired_markdown(
+        paired_table(tidy_frame(with_midpoint([0.05, 0.06, 0.04, 0.05])), "current"), "x")
 
 
 @pytest.mark.parametrize(("sd", "target"), [(2.0, 3.0), (2.0, 1.5), (4.0, 3.0)])
