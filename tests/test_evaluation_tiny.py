@@ -45,10 +45,11 @@ def test_keys_and_range(small_dir):
     assert acc["mean"] == pytest.approx(sum(acc[s] for s in TINY8_SETS) / 8)
 
 
-def test_perfect_answers_score_one_through_the_real_grader(small_dir, monkeypatch):
-    class Oracle:
-        """Replaces HFGenerator: the gold answer, boxed, for every prompt."""
+def oracle(right_every: int):
+    """Replaces HFGenerator: the gold answer, boxed, for every `right_every`-th prompt of a call, a wrong one
+    (gold + 1) for the others."""
 
+    class Oracle:
         policy_version = 0
 
         def __init__(self, model, tokenizer, micro_batch=256):
@@ -57,14 +58,28 @@ def test_perfect_answers_score_one_through_the_real_grader(small_dir, monkeypatc
         def generate(self, prompts, params, seed, source="fresh"):
             assert params.temperature == 0 and params.n == 1
             out = []
-            for p in prompts:
-                ids = self.tok(f"\\boxed{{{p.answer}}}", add_special_tokens=False)["input_ids"]
+            for i, p in enumerate(prompts):
+                answer = p.answer if i % right_every == 0 else str(int(p.answer) + 1)
+                ids = self.tok(f"\\boxed{{{answer}}}", add_special_tokens=False)["input_ids"]
                 ids = torch.tensor(ids + [self.tok.eos_token_id])
                 out.append([Sample(p, ids, torch.zeros(len(ids)), 0, source, False, p.uid)])
             return out
 
-    monkeypatch.setattr(tiny, "HFGenerator", Oracle)
+    return Oracle
+
+
+def test_perfect_answers_score_one_through_the_real_grader(small_dir, monkeypatch):
+    monkeypatch.setattr(tiny, "HFGenerator", oracle(1))
     assert tiny8_accuracy(small_dir) == {**{s: 1.0 for s in TINY8_SETS}, "mean": 1.0}
+
+
+def test_wrong_answers_score_zero_and_a_mix_scores_its_share(small_dir, monkeypatch):
+    """The other side of the wiring: a grader that called everything right would pass the test above."""
+    monkeypatch.setattr(tiny, "HFGenerator", oracle(10**9))  # only the first prompt of each call right
+    wrong = tiny8_accuracy(small_dir)
+    assert wrong["mean"] < 0.01 and all(wrong[s] < 0.01 for s in TINY8_SETS)
+    monkeypatch.setattr(tiny, "HFGenerator", oracle(2))  # every other prompt right
+    assert tiny8_accuracy(small_dir)["mean"] == pytest.approx(0.5, abs=0.01)
 
 
 def test_teacher_sized_model_scores_every_set_and_restores_threads(tmp_path):

@@ -84,11 +84,17 @@ def test_training_steps_with_and_without_the_skip_agree(run_train, monkeypatch, 
     variance): the train rows, the update's loss and its gradient norm, are the same."""
     token_rewards(monkeypatch, 2)
     overrides = ["trainer.samples_per_prompt=2", "budget.max_updates=3", "trainer.lr=1e-3"]
-    runs = {}
+    runs, forwarded = {}, {}
+    sizes = rows_forwarded(monkeypatch)  # rows of every loss forward, both runs in turn
     for skip in (False, True):
         monkeypatch.setattr(grpo_mod.GRPO, "skip_inert", skip)
+        start = len(sizes)
         # separate output roots: the second run must train, not find the first one finished
         runs[skip] = train_rows(run_train, overrides, output_root=tmp_path / f"skip-{skip}")[1]
+        forwarded[skip] = sizes[start:]
+        assert forwarded[skip], skip  # the spy saw the real loss path
+    # the skip happened (else the agreement below would hold trivially): fewer rows went through the forward
+    assert sum(forwarded[True]) < sum(forwarded[False])
     full, skipped = runs[False], runs[True]
     assert len(full) == 3 and all(r["zero_variance_groups"] > 0 for r in full)  # there was something to skip
     assert [r["num_seqs"] for r in skipped] == [r["num_seqs"] for r in full]

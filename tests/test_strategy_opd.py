@@ -45,6 +45,7 @@ def test_recent_replays_its_own_last_rollouts(run_train, monkeypatch):
     summary, _ = run_train(["strategy=recent", "strategy.current_updates=2", "strategy.window=1", "budget.max_updates=4"])
     assert summary["fresh_trajectories"] == 2 * 8 and summary["initial_trajectories"] == 0
     last_fresh = [(sid, v) for sid, _, v in seen[1]]
+    assert len(seen) == 4  # two replay updates follow the two current ones: the loop below checks both
     for replay in seen[2:]:
         assert [(sid, v) for sid, _, v in replay] == last_fresh  # same samples, original policy versions
         assert {src for _, src, _ in replay} == {"replay"}

@@ -161,6 +161,7 @@ def test_hdl_branches_at_the_largest_hindsight_change(run_train, monkeypatch):
 
     monkeypatch.setattr(HDL, "continuations", spy)
     summary, path = run_train(GRPO + ["strategy=hdl", "strategy.roots=2", "strategy.branches=2", "budget.max_updates=3"])
+    assert len(seen) == len(batches) == 3  # one per update: the checks below run on every one
     for (fresh, requests, deltas), batch in zip(seen, batches):
         roots = [s for g in fresh for s in g.samples]
         assert all(len(g.samples) == 2 for g in fresh)

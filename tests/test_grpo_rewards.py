@@ -1,0 +1,36 @@
+"""`grade_rewards`, the GRPO reward path, through the real math grader and the tiny tokenizer. Every other
+GRPO test that depends on rewards replaces it with a stand-in (the micro world's student solves nothing), so
+this is where inverted rewards, grading the wrong field or grading a continuation without its prefix fail."""
+
+from __future__ import annotations
+
+import torch
+
+from replaylab.grading import Grader
+from replaylab.models.tiny_tokenizer import build_tiny_tokenizer
+from replaylab.objectives.grpo import grade_rewards
+from replaylab.types import Prefix, Prompt, Sample
+
+
+def test_rewards_grade_the_whole_answer_against_the_prompts_gold():
+    tok = build_tiny_tokenizer()
+    prompt = Prompt("q", "12+30=?", (1,), "42")
+    encode = lambda text: torch.tensor(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+
+    def sample(text: str, prefix: str | None = None, reward: float | None = None) -> Sample:
+        ids = encode(text)
+        s = Sample(prompt, ids, torch.zeros(len(ids)), 0, "fresh", False, f"s-{text}-{prefix}", reward=reward)
+        if prefix is not None:  # a continuation of a stored prefix: only the suffix is the sample's response
+            s.prefix = Prefix(encode(prefix), "teacher", None, "origin")
+        return s
+
+    samples = [
+        sample("12+30=42. \\boxed{42}"),                 # right
+        sample("12+30=41. \\boxed{41}"),                 # wrong
+        sample("2}", prefix="12+30=42. \\boxed{4"),      # right only with its prefix: "2}" alone holds no answer
+        sample("1}", prefix="12+30=41. \\boxed{4"),      # wrong with its prefix
+        sample("\\boxed{42}", reward=0.0),               # a reward already set (a replayed sample) is kept
+    ]
+    with Grader(num_workers=1) as grader:
+        grade_rewards(samples, tok, grader)
+    assert [s.reward for s in samples] == [1.0, 0.0, 1.0, 0.0, 0.0]
