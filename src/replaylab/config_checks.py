@@ -123,6 +123,12 @@ def check_rollout(cfg) -> None:
               f"{value!r} has no effect with rollout.engine={r.engine}: only rollout={engine} reads it")
 
 
+def evaluated(e) -> list[str]:
+    """What the benchmark evaluation runs (training/build.py's selection): eval.benchmarks, else the suite's
+    name, else nothing (eval.suite=none)."""
+    return list(e.benchmarks) or ([] if e.suite == "none" else [e.suite])
+
+
 def check_data(cfg) -> None:
     """The generated training sets (tiny_arith, tiny_long) are drawn from data.seed and read no file; the
     jsonl sets are read from a data root and drawn from no seed."""
@@ -133,8 +139,7 @@ def check_data(cfg) -> None:
               f"only the generated sets {list(GENERATED_DATA)} are drawn from a seed")
         return
     # the evaluation falls back to data.data_root for the benchmarks that are files (tiny suites are generated)
-    names = list(e.benchmarks) or ([] if e.suite == "none" else [e.suite])
-    read_by_eval = not e.data_root and any(n.split("/")[0] not in TINY_SUITES for n in names)
+    read_by_eval = not e.data_root and any(n.split("/")[0] not in TINY_SUITES for n in evaluated(e))
     check(read_by_eval or d.data_root == default["data_root"], "data.data_root",
           f"{d.data_root!r} has no effect: data.name={d.name} is generated, and no benchmark of this run's evaluation "
           "reads a file from it (tiny suites are generated; eval.data_root, when set, takes precedence)")
@@ -148,7 +153,7 @@ def check_evaluated(cfg) -> None:
     e, default = cfg.eval, defaults_of(cfg.eval)
     check(e.probe_size > 0 or e.probe_seed == default["probe_seed"], "eval.probe_seed",
           f"{e.probe_seed!r} has no effect with eval.probe_size=0 (no probe set)")
-    if e.benchmarks or e.suite != "none":
+    if evaluated(e):
         return
     for key in BENCHMARK_EVAL_FIELDS:
         value = getattr(e, key)
@@ -272,7 +277,7 @@ def check_evaluation_run(cfg) -> None:
     """What replaylab.evaluate refuses before it loads a model: nothing to evaluate, or a training-only key
     set (it evaluates one policy once: no data order, tail, probe set or strategy)."""
     e = cfg.eval
-    check(bool(e.benchmarks) or e.suite != "none", "eval.suite", "nothing to evaluate (suite=none and no eval.benchmarks)")
+    check(bool(evaluated(e)), "eval.suite", "nothing to evaluate (suite=none and no eval.benchmarks)")
     why = "has no effect on replaylab.evaluate (it evaluates one policy once; only a training run reads it)"
     for group, keys in TRAINING_ONLY.items():
         obj = getattr(cfg, group) if group else cfg
