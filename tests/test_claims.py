@@ -69,6 +69,9 @@ def test_verdict_rules_on_intervals():
     assert check_verdict("higher", -2.0, -0.5, 1.0, 3.0) == "contradicted"
     assert check_verdict("higher", -1.0, 1.0, 2.0, 3.0) == "contradicted"
     assert check_verdict("higher", -4.0, 4.0, 9.0, 3.0) == "inconclusive"
+    # covers 0 with a small MDE, but a 3-point gain lies inside the interval: nothing is ruled out
+    assert check_verdict("higher", -0.1, 3.9, 2.8, 3.0) == "inconclusive"
+    assert check_verdict("lower", -3.9, 0.1, 2.8, 3.0) == "inconclusive"
     assert check_verdict("lower", -2.0, -0.5, 1.0, 3.0) == "reproduced"
     # same: inside the band / clearly outside / straddling its edge
     assert check_verdict("same", -1.0, 2.0, 2.0, 3.0) == "reproduced"
@@ -102,6 +105,43 @@ def test_a_noisy_null_is_inconclusive_and_a_precise_null_contradicts_a_claimed_g
     r = run_check(tidy_frame(runs({"current": base, "new": precise})), higher())
     assert r["ci_low"] < 0 < r["ci_high"] and r["mde"] < 3 and r["verdict"] == "contradicted"
     assert run_check(tidy_frame(runs({"current": base, "new": precise})), higher(expect="same"))["verdict"] == "reproduced"
+    # a small spread (MDE under 3) around a promising mean (+1.0, +2.0, +0.5): the interval covers 0 and 3
+    promising = [[0.3, 0.3, 0.310], [0.3, 0.3, 0.420], [0.3, 0.3, 0.355]]
+    r = run_check(tidy_frame(runs({"current": base, "new": promising})), higher())
+    assert r["ci_low"] < 0 and r["ci_high"] > 3 and r["mde"] < 3 and r["verdict"] == "inconclusive"
+
+
+def not_uniform_reproduced(gains: list[float], sd: float, pairs: int, trials: int, seed: int = 0) -> float:
+    """How often "X is not uniformly better" reads reproduced when X's true gain in each check is
+    `gains[i]` points, paired differences normal with spread `sd` over `pairs` data orders."""
+    import numpy as np
+
+    from replaylab.results.paired import minimum_detectable_effect, paired_interval
+
+    rng = np.random.default_rng(seed)
+    mde_per_sd = minimum_detectable_effect(1.0, pairs)  # the MDE is proportional to the spread
+    claim = Claim("p", "s", "x", tuple(higher(str(i)) for i in range(len(gains))), combine="not_uniform")
+    hits = 0
+    for _ in range(trials):
+        verdicts = []
+        for gain in gains:
+            _, s, lo, hi, n = paired_interval(list(rng.normal(gain, sd, pairs)))
+            verdicts.append(check_verdict("higher", lo, hi, mde_per_sd * s, 3.0))
+        hits += claim_verdict(claim, verdicts) == "reproduced"
+    return hits / trials
+
+
+def test_a_not_uniform_claim_is_not_reproduced_by_gains_the_size_that_matters():
+    """Eight checks (as the budget-axes claims have), each a true 3-point gain, five orders, spread 1.6
+    points: "not uniformly better" must rarely read reproduced. The earlier rule (a small MDE alone
+    contradicted a check) did so in 19% of 400 trials, as any of eight checks could fall in the band where
+    the interval covers 0 and 3; this one in 4%. And it has power: with one check's gain 0 (the others 5),
+    the claim is reproduced in most trials."""
+    from replaylab.results.paired import minimum_detectable_effect
+
+    assert minimum_detectable_effect(1.6, 5) == pytest.approx(1.6 * minimum_detectable_effect(1.0, 5), rel=1e-6)
+    assert not_uniform_reproduced([3.0] * 8, 1.6, 5, 400) <= 0.08
+    assert not_uniform_reproduced([5.0] * 7 + [0.0], 1.6, 5, 400) >= 0.5
 
 
 def test_train_mean_ledger_and_updates_to_peak_measures():

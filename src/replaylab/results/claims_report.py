@@ -109,8 +109,9 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
     lines = ["# Tiny-world claims report", "",
              "Each claim is tested by paired differences (arm - comparison, paired by data order and seed) with a 95% "
              "t-interval and the minimum detectable effect (MDE) at 80% power, alpha 0.05. Verdicts: reproduced, "
-             "contradicted (the opposite, or no effect as large as the one that matters although the MDE says one "
-             "would have been seen), inconclusive (the interval covers 0 and the MDE exceeds the effect). "
+             "contradicted (the opposite, or an interval that covers 0 and excludes the effect that matters while "
+             "the MDE says one that large would have been seen), inconclusive (the interval covers 0, and the MDE "
+             "exceeds the effect or the interval reaches it). "
              "Accuracy is the suite mean avg@k in points (tiny8 for the GRPO sweep, tinylong for the R-OPD and "
              "budget-axes sweeps). A claim whose sweep "
              "did not detect its own known-effect control is marked in the summary: that sweep failed its own check, "
