@@ -9,6 +9,7 @@ import json
 import math
 import re
 
+import numpy as np
 import pytest
 
 from replaylab.cli.main import main
@@ -79,6 +80,9 @@ def test_verdict_rules_on_intervals():
     assert check_verdict("same", 1.0, 4.0, 2.0, 3.0) == "inconclusive"
     assert check_verdict("not_higher", -1.0, 2.0, 5.0, 3.0) == "reproduced"
     assert check_verdict("not_higher", 0.5, 5.0, 5.0, 3.0) == "contradicted"
+    # a significant gain below the effect: "helps" under `higher`, so not "does not help" under `not_higher`
+    assert check_verdict("higher", 0.3, 2.8, 1.7, 3.0) == "reproduced"
+    assert check_verdict("not_higher", 0.3, 2.8, 1.7, 3.0) == "contradicted"
     assert check_verdict("higher", math.nan, math.nan, math.nan, 3.0) == "too few pairs"
     claim = Claim("p", "s", "x", (higher(), higher()))
     assert claim_verdict(claim, ["reproduced", "reproduced"]) == "reproduced"
@@ -144,7 +148,7 @@ def test_a_not_uniform_claim_is_not_reproduced_by_gains_the_size_that_matters():
     assert not_uniform_reproduced([5.0] * 7 + [0.0], 1.6, 5, 400) >= 0.5
 
 
-def test_train_mean_ledger_and_updates_to_peak_measures():
+def test_train_mean_ledger_and_updates_to_level_measures():
     base = [[0.30, 0.33, 0.40], [0.30, 0.35, 0.38], [0.30, 0.36, 0.37]]
     fast = [[0.30, 0.41, 0.42], [0.30, 0.39, 0.40], [0.30, 0.36, 0.36]]  # reaches the peak at 30, 30, never
     train = {"current": [[0.6, 0.5, 0.4]] * 3, "new": [[0.3, 0.2, 0.1], [0.4, 0.3, 0.2], [0.2, 0.2, 0.2]]}
@@ -162,16 +166,54 @@ def test_train_mean_ledger_and_updates_to_peak_measures():
     fewer = tidy_frame(runs({"current": base, "new": fast}, rollouts={"current": [800.0] * 3, "new": [700.0] * 3}))
     assert run_check(fewer, higher(expect="lower", effect=0.0, measure="ledger",
                                    metric="fresh_trajectories"))["verdict"] == "reproduced"
-    peak = run_check(df, higher(expect="lower", effect=30.0, measure="updates_to_peak"))
-    # the baseline reaches its own peak at 60, 60, 60; the new arm at 30, 30 and never (censored: 60 + 30)
-    assert peak["diffs"] == pytest.approx([-30.0, -30.0, 30.0])
-    assert peak["verdict"] == "inconclusive"  # one order against: not enough for three pairs, nor a contradiction
+    peak = run_check(df, higher(expect="lower", effect=30.0, measure="updates_to_level"))
+    # targets: the baseline's final accuracy over the other orders, 0.375, 0.385, 0.39. The baseline
+    # reaches them at 60, never, never (censored: 60 + 30); the new arm at 30, 30, never
+    assert peak["diffs"] == pytest.approx([-30.0, -60.0, 0.0])
+    assert peak["verdict"] == "inconclusive"  # one order level: not enough for three pairs, nor a contradiction
     # a stale run of an older commit beside one of the baseline's: its curve must not merge into the pair's
     stale = [{**r, "run": r["run"] + "-old", "config_hash": "old", "versions": "older"}
              for r in runs({"current": base}) if r["order"] == 0]
     with pytest.raises(ValueError, match="several runs per.*same cell under two config hashes"):
         run_check(tidy_frame(runs({"current": base, "new": fast}) + stale),
-                  higher(expect="lower", effect=30.0, measure="updates_to_peak"))
+                  higher(expect="lower", effect=30.0, measure="updates_to_level"))
+
+
+def race(lead: int, trials: int, seed: int = 0) -> list[float]:
+    """Per-pair differences of updates_to_level (rlep - current) through run_check, over `trials` sweeps of
+    five orders evaluated at updates 0-200 (a GRPO-like curve, order spread 2 points, evaluation noise
+    1.5): rlep's curve is current's moved `lead` evaluations earlier."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    curve = np.array([29.8, 34.5, 36.3, 37.5, 38.2, 38.7, 39.0])
+    check = Check("race", {"strategy": "rlep"}, {"strategy": "current"}, "lower", 50.0, measure="updates_to_level")
+    diffs: list[float] = []
+    for _ in range(trials):
+        rows = []
+        for order in range(5):
+            shift, noise = rng.normal(0, 2.0), rng.normal(0, 1.5, (2, 5))
+            base = curve[:5] + shift + noise[0]
+            arm = curve[lead:lead + 5] + shift + noise[1]
+            arm[0] = base[0]  # update 0: the same initial model, the same evaluation
+            for strategy, values in (("current", base), ("rlep", arm)):
+                ident = {"run": f"{strategy}-{order}", "config_hash": f"{strategy}-{order}", "experiment": "x",
+                         "strategy": strategy, "order": order, "budget": "b", "seed": 0, "versions": "v", "status": "done"}
+                rows += [{**ident, "split": "eval", "update": 50 * i, "iteration": 50 * i, "benchmark": "mean",
+                          "metric": "avg@k", "value": float(v) / 100, "n": 2400} for i, v in enumerate(values)]
+        diffs += run_check(tidy_frame(rows), check)["diffs"]
+    return diffs
+
+
+def test_updates_to_level_is_unbiased_without_a_lead_and_sees_one():
+    """Timing both arms to a level read from the pair's own baseline (its peak, the earlier rule) gave
+    +33 updates with no real difference (the baseline reaches its own noisy peak by construction) and
+    cancelled a true one-evaluation lead to 0. The leave-one-out level must be unbiased and see the lead."""
+    same = race(lead=0, trials=60)
+    ahead = race(lead=1, trials=60)
+    spread = float(np.std(same)) / math.sqrt(len(same))
+    assert abs(float(np.mean(same))) < 3 * spread + 2.0
+    assert float(np.mean(ahead)) < -20.0
 
 
 def write_sweep(sweep_dir, records) -> None:
@@ -218,6 +260,54 @@ def test_claims_command_writes_a_report_and_one_figure_per_claim(tmp_path, monke
     assert (out.parent / "claims_04.png").exists()  # the check with pairs is drawn
     assert Image.open(figure).size[0] > 500
     assert text.startswith("# Tiny-world claims report") and "minimum detectable effect (MDE)" in text
+
+
+def test_a_check_whose_pairs_are_mostly_equal_says_so_and_a_not_uniform_claim_states_its_error_rate(tmp_path, monkeypatch):
+    """An arm that equals the comparison in most orders (an R-OPD run whose trigger never switched): the
+    report counts the pairs that differ and warns that the t-interval undercovers; one that differs in
+    every order gets neither. A not_uniform claim names its checks and the rate of chance reproduction."""
+    from replaylab.results import tiny_claims
+
+    base = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31], [0.30, 0.36, 0.40]]
+    rare = [base[0], base[1], base[2], [0.30, 0.36, 0.49]]  # differs in one order of four
+    new = [[0.30, 0.40, 0.41], [0.31, 0.38, 0.40], [0.29, 0.35, 0.37], [0.30, 0.41, 0.45]]
+    write_sweep(tmp_path / "runs" / "demo", runs({"current": base, "rare": rare, "new": new}))
+    claims = (Claim("Demo", "rare beats current", "demo",
+                    (Check("rare", {"strategy": "rare"}, {"strategy": "current"}, "higher", 3.0),
+                     higher("every order"))),
+              Claim("Demo", "new is not uniformly better", "demo", (higher("a"), higher("b")), combine="not_uniform"))
+    monkeypatch.setattr(tiny_claims, "CLAIMS", claims)
+    monkeypatch.setattr(tiny_claims, "CONTROLS", {"demo": "current"})
+    out = tmp_path / "claims.md"
+    assert main(["claims", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "| 4 (1 differ) |" in text
+    assert "Check 'rare': 1 of its 4 pairs differ" in text and "undercovers" in text
+    assert "Check 'every order'" not in text and "| 4 (" not in text.split("| every order")[1].splitlines()[0]
+    assert "Its 2 checks are read without a multiplicity correction" in text
+
+
+def test_a_check_names_the_runs_it_leaves_out(tmp_path, monkeypatch):
+    """An arm whose run on one order did not finish, and a comparison run with no partner: the check is
+    computed on the pairs left, and the report names what it left out (nothing when nothing is)."""
+    from replaylab.results import tiny_claims
+    from replaylab.results.frame import UNFINISHED
+
+    base = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31], [0.30, 0.36, 0.40]]
+    new = [[0.30, 0.40, 0.41], [0.31, 0.38, 0.40], [0.29, 0.35, 0.37]]  # no run on order 3
+    records = runs({"current": base, "new": new})
+    records = [dict(r, status=UNFINISHED) if r["run"] == "grpo-new-tiny-2" else r for r in records]
+    r = run_check(tidy_frame(records), higher())
+    assert r["n_pairs"] == 2
+    assert r["left_out"] == ("unfinished runs of the arm: grpo-new-tiny-2; (order, seed) only the comparison has: "
+                             "(2, 0), (3, 0)")
+    assert run_check(tidy_frame(runs({"current": base[:3], "new": new})), higher())["left_out"] == ""
+    write_sweep(tmp_path / "runs" / "demo", [x for x in records if x["run"] != "grpo-new-tiny-2"])
+    monkeypatch.setattr(tiny_claims, "CLAIMS", (Claim("Demo", "new beats current", "demo", (higher("final"),)),))
+    monkeypatch.setattr(tiny_claims, "CONTROLS", {"demo": "current"})
+    out = tmp_path / "claims.md"
+    assert main(["claims", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    assert "Check 'final' leaves out (order, seed) only the comparison has: (2, 0), (3, 0)." in out.read_text()
 
 
 def test_a_numeric_arm_filter_matches_a_float_column():

@@ -128,6 +128,11 @@ def test_the_known_effect_control_is_detected_when_the_reference_learns_and_flag
     control = worse.loc["control: current final - update 5"]
     assert control["diff"] == pytest.approx(-5.0) and control["ci_high"] < 0
     assert control["verdict"] == "CONTROL NOT DETECTED: the testbed failed its own check (the reference got worse)"
+    # the share of responses cut at the budget has no known direction (learning to stop lowers it): a
+    # significant fall is a detected change, as for response length
+    cut = [dict(r, metric="truncation_rate") for r in with_midpoint([-0.05, -0.06, -0.04, -0.05])]
+    control = paired_table(tidy_frame(cut), "current", metrics=("truncation_rate",)).set_index("strategy")
+    assert control.loc["control: current final - update 5", "verdict"] == "control detected"
     from replaylab.results.paired import paired_markdown
 
     md = paired_markdown(paired_table(tidy_frame(with_midpoint([0.02, -0.03, 0.01, -0.01])), "current"), "x")

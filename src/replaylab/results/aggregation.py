@@ -30,6 +30,16 @@ def is_accuracy(metric: str) -> bool:
     return metric.removeprefix(SAMPLED_PREFIX) in ACCURACY or "@" in metric
 
 
+# Accuracy-scaled metrics with no known direction under learning: a standard error, or the share of
+# responses cut at the budget (longer reasoning raises it, learning to stop lowers it).
+NO_DIRECTION = {"se", "truncation_rate"}
+
+
+def rises_with_learning(metric: str) -> bool:
+    """Whether learning is known to raise the metric (accuracy and its interval bounds)."""
+    return is_accuracy(metric) and metric.removeprefix(SAMPLED_PREFIX) not in NO_DIRECTION
+
+
 def is_suite_mean(benchmark: str) -> bool:
     return benchmark == "mean" or str(benchmark).endswith("/mean")
 

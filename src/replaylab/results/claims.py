@@ -8,8 +8,9 @@ measure of each run:
   first one after update 0, or an update;
 - `train_mean`: a training-row metric averaged over the run (or over its first `window` updates);
 - `ledger`: a budget-ledger field at the run's last row (rollouts, FLOPs, tokens);
-- `updates_to_peak`: updates until the arm first reaches the other arm's peak evaluation (an arm
-  that never reaches it counts its last evaluation plus one interval: a censored, kind value).
+- `updates_to_level`: updates until each arm first reaches the comparison arm's final accuracy,
+  averaged over the other pairs (an arm that never reaches it counts its last evaluation plus its widest gap
+  between evaluations: a censored, kind value).
 
 Each check states the expected direction and `effect`, the smallest difference that would matter
 (in the measure's units; points for accuracy). Its verdict (issue 14's rule):
@@ -20,8 +21,10 @@ Each check states the expected direction and `effect`, the smallest difference t
   otherwise inconclusive (covers 0, and the MDE exceeds `effect` or the interval reaches it);
 - `same` (equal within `effect`): reproduced when the interval lies inside (-effect, effect);
   contradicted when it excludes 0 and lies outside that band; otherwise inconclusive;
-- `not_higher`: reproduced when the interval's upper end is below `effect`; contradicted when it
-  excludes 0 upwards; otherwise inconclusive.
+- `not_higher`: contradicted when the interval excludes 0 upwards (a gain, as `higher` reads one);
+  reproduced when it does not and its upper end is below `effect`; otherwise inconclusive. So one
+  interval never reproduces both "X helps" and "Y does not" the same way: +1.5 [+0.3, +2.8] is a
+  gain under either reading (before 2026-12-07, `not_higher` tested the upper end first).
 
 A claim is reproduced when every check is, contradicted when any check is, inconclusive otherwise;
 a claim with `combine="not_uniform"` ("X is not uniformly better") is reproduced when some check
@@ -45,7 +48,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 Expect = Literal["higher", "lower", "same", "not_higher"]
-Measure = Literal["eval", "train_mean", "ledger", "updates_to_peak"]
+Measure = Literal["eval", "train_mean", "ledger", "updates_to_level"]
 PAIR = ["order", "seed"]
 
 
@@ -155,17 +158,30 @@ def _eval_curves(df: pd.DataFrame, check: Check, spec: Mapping[str, Any]) -> dic
             for key, part in ev.groupby(PAIR)}
 
 
-def updates_to_peak(df: pd.DataFrame, check: Check) -> tuple[pd.Series, pd.Series]:
-    """(arm, against) per pair: updates until each first reaches the `against` arm's peak."""
+def updates_to_level(df: pd.DataFrame, check: Check) -> tuple[pd.Series, pd.Series]:
+    """(arm, against) per pair: updates until each arm first reaches the `against` arm's final accuracy,
+    averaged over the *other* pairs (leave one out). An arm that never reaches it counts its last
+    evaluation plus the widest gap between its evaluations (a censored value, the same rule for both).
+
+    The target is fixed before a pair is looked at, so under no real difference the two arms of a pair
+    are exchangeable and the mean difference is 0. A target read from the pair's own baseline (its
+    peak, as before 2026-12-07) is one the baseline reaches by construction, at the top of its own
+    noise, which the other arm must beat: +33 updates of bias with no real difference, and a true
+    one-interval lead cancelled (docs/testbed.md)."""
+    import dataclasses
+
+    import pandas as pd
+
+    finals = arm_values(df, dataclasses.replace(check, measure="eval", update="final"), check.against)
     arm, base = _eval_curves(df, check, check.arm), _eval_curves(df, check, check.against)
     a_out, b_out = {}, {}
-    for key in sorted(set(arm) & set(base)):
-        peak = base[key].max()
+    for key in sorted(set(arm) & set(base) & set(finals.index)):
+        others = finals.drop(key)
+        target = float(others.mean()) if len(others) else float(finals[key])
         for curves, out in ((arm[key], a_out), (base[key], b_out)):
-            reached = curves[curves >= peak]
-            step = int(curves.index[-1] - curves.index[-2]) if len(curves) > 1 else int(curves.index[-1])
-            out[key] = float(reached.index[0]) if len(reached) else float(curves.index[-1] + step)
-    import pandas as pd
+            reached = curves[curves >= target]
+            gap = int(curves.index.to_series().diff().max()) if len(curves) > 1 else int(curves.index[-1])
+            out[key] = float(reached.index[0]) if len(reached) else float(curves.index[-1] + gap)
 
     def series(values: dict) -> pd.Series:
         return pd.Series(list(values.values()), index=pd.MultiIndex.from_tuples(list(values), names=PAIR), dtype=float)
@@ -196,19 +212,19 @@ def check_verdict(expect: Expect, lo: float, hi: float, mde: float, effect: floa
         if (lo > 0 or hi < 0) and (lo >= effect or hi <= -effect):
             return "contradicted"
         return "inconclusive"
-    if expect == "not_higher":
-        if hi < effect:
-            return "reproduced"
+    if expect == "not_higher":  # the mirror of `higher`: a significant gain of any size is one, as there
         if lo > 0:
             return "contradicted"
+        if hi < effect:
+            return "reproduced"
         return "inconclusive"
     raise ValueError(f"unknown expectation {expect!r}")
 
 
 def run_check(df: pd.DataFrame, check: Check, level: float = 0.95, power: float = 0.8, alpha: float = 0.05) -> dict[str, Any]:
     """The check's paired difference, interval, MDE, per-pair differences and verdict."""
-    if check.measure == "updates_to_peak":
-        arm, against = updates_to_peak(df, check)
+    if check.measure == "updates_to_level":
+        arm, against = updates_to_level(df, check)
         scale = 1.0
     else:
         if check.measure == "eval" and check.update == "final":
@@ -223,7 +239,25 @@ def run_check(df: pd.DataFrame, check: Check, level: float = 0.95, power: float 
     row["diffs"] = [scale * (float(arm[p]) - float(against[p])) for p in pairs]
     row["against_mean"] = scale * float(against[pairs].mean()) if len(pairs) else math.nan
     row["verdict"] = check_verdict(check.expect, row["ci_low"], row["ci_high"], row["mde"], check.effect)
+    row["left_out"] = left_out(df, check, arm, against)
     return row
+
+
+def left_out(df: pd.DataFrame, check: Check, arm: pd.Series, against: pd.Series) -> str:
+    """The runs a check could not use, named: unfinished runs of either arm, and (order, seed) keys that
+    only one arm has. A strategy that fails on hard data orders must not be compared silently on the
+    orders it survived."""
+    parts = []
+    for name, spec in (("arm", check.arm), ("comparison", check.against)):
+        runs = _filter(df, {**check.where, **spec})
+        unfinished = sorted(set(runs["run"]) - set(runs.loc[runs["status"] == DONE, "run"]))
+        if unfinished:
+            parts.append(f"unfinished runs of the {name}: {', '.join(map(str, unfinished))}")
+    for name, mine, other in (("arm", arm, against), ("comparison", against, arm)):
+        alone = sorted(mine.index.difference(other.index))
+        if alone:
+            parts.append(f"(order, seed) only the {name} has: {', '.join(map(str, alone))}")
+    return "; ".join(parts)
 
 
 # What a reproduced / contradicted check found, by expectation (for the not_uniform reading)

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from replaylab.results.aggregation import (_check_replicates, _select_eval, check_requested, default_by, final_eval,
-                                          is_accuracy, is_suite_mean, order_benchmarks, run_index)
+                                          is_accuracy, is_suite_mean, order_benchmarks, rises_with_learning,
+                                          run_index)
 from replaylab.results.frame import NoRowsError, versions_note
 
 if TYPE_CHECKING:
@@ -220,9 +221,9 @@ def _control(part, reference: str, label: str, bval, metrics, benches, level, po
             row = compare(at_end, at_half, scale, level, power, alpha)
             lo, hi = row["ci_low"], row["ci_high"]
             # The known effect of learning is a gain in accuracy: a significant loss is no detection of it (it
-            # says training went wrong). Other metrics (response length, ...) may move either way. (A NaN
+            # says training went wrong). Other metrics (response length, truncation rate, ...) may move either way. (A NaN
             # interval, too few pairs, compares False both ways.)
-            worse = is_accuracy(metric) and hi < 0
+            worse = rises_with_learning(metric) and hi < 0
             detected = lo > 0 or (hi < 0 and not worse)
             failed = "CONTROL NOT DETECTED: the testbed failed its own check" + (" (the reference got worse)" if worse else "")
             out.append({"block": bval, "strategy": f"control: {reference} {end} - update {half}{label}",

@@ -2,7 +2,7 @@
 
 Effects of interest: 3 points of tiny8 mean accuracy (the MDE the testbed is asked to reach), 0.05
 for fractions and mean |advantage|, 2 tokens of response length, one evaluation interval for
-updates-to-peak, any saving of rollouts
+updates-to-level, any saving of rollouts
 (the ledger counts them exactly). They say how small a difference would still
 matter, so that "covers 0" can be read as "no effect that large" when the MDE is below it.
 """
@@ -13,7 +13,7 @@ from replaylab.results.claims import Check, Claim
 
 ACC = 3.0  # points of the suite mean (tiny8; tinylong for the R-OPD and budget-axes sweeps)
 FRACTION = 0.05
-PEAK_UPDATES = 50.0  # one evaluation interval of the tiny GRPO sweeps (trainer.eval_every there)
+EVAL_INTERVAL = 50.0  # updates between evaluations of the tiny GRPO sweeps (trainer.eval_every there)
 # The budget-axes cells (conf/axes): queries per iteration, samples per query, resampling period.
 AXES = {name: {"prompts_per_iteration": q, "samples_per_prompt": n, "resample_period": k}
         for name, (q, n, k) in {"q64n1k1": (64, 1, 1), "q16n4k1": (16, 4, 1), "q256n1k4": (256, 1, 4),
@@ -92,9 +92,11 @@ CLAIMS: tuple[Claim, ...] = (
                "sweep's paired table"),
     Claim("RLEP", "the baseline's peak accuracy in fewer updates, and a higher final accuracy",
           GRPO_REPLAY,
-          (Check("updates to the baseline's peak, rlep - current", _s("rlep"), _s("current"), "lower", PEAK_UPDATES,
-                 measure="updates_to_peak"),
-           Check("final tiny8 mean, rlep - current", _s("rlep"), _s("current"), "higher", ACC))),
+          (Check("updates to current's final accuracy, rlep - current", _s("rlep"), _s("current"), "lower",
+                 EVAL_INTERVAL, measure="updates_to_level"),
+           Check("final tiny8 mean, rlep - current", _s("rlep"), _s("current"), "higher", ACC)),
+          note="the baseline's peak is read as current's final accuracy averaged over the other data orders, a level "
+               "fixed before a pair is compared (a pair's own peak favours the baseline: docs/testbed.md)"),
 )
 
 # The reference of each sweep's known-effect control (its own late learning must be detected).
