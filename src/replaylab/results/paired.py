@@ -221,8 +221,8 @@ def _control(part, reference: str, label: str, bval, metrics, benches, level, po
             row = compare(at_end, at_half, scale, level, power, alpha)
             lo, hi = row["ci_low"], row["ci_high"]
             # The known effect of learning is a gain in accuracy: a significant loss is no detection of it (it
-            # says training went wrong). Other metrics (response length, truncation rate, ...) may move either way. (A NaN
-            # interval, too few pairs, compares False both ways.)
+            # says training went wrong). Other metrics (response length, truncation rate, ...) may move either
+            # way. (A NaN interval, too few pairs, compares False both ways.)
             worse = rises_with_learning(metric) and hi < 0
             detected = lo > 0 or (hi < 0 and not worse)
             failed = "CONTROL NOT DETECTED: the testbed failed its own check" + (" (the reference got worse)" if worse else "")
