@@ -164,8 +164,9 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
                  "verdict": check_reading(claim, c, r["verdict"])[0]} for c, r in zip(claim.checks, rec["checks"])]
         lines += [md_table(rows), ""]
         lines += [f"Check '{c.label}': {sum(d != 0 for d in r['diffs'])} of its {len(r['diffs'])} pairs differ, the "
-                  "rest are exactly equal. The t-interval undercovers for such differences (a rare large gain reads as "
-                  "a small one; docs/testbed.md), so its verdict is weaker than its interval says.\n"
+                  "rest are exactly equal (an arm that never left the comparison's path, or both arms censored). The "
+                  "t-interval undercovers for such differences (a rare large one reads as a small one; "
+                  "docs/testbed.md), so its verdict is weaker than its interval says.\n"
                   for c, r in zip(claim.checks, rec["checks"]) if _mostly_equal(r["diffs"])]
         lines += [f"Check '{c.label}' leaves out {r['left_out']}.\n" for c, r in zip(claim.checks, rec["checks"])
                   if r.get("left_out")]
