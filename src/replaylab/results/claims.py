@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from replaylab.results.aggregation import final_eval, is_accuracy
@@ -168,11 +168,9 @@ def updates_to_level(df: pd.DataFrame, check: Check) -> tuple[pd.Series, pd.Seri
     peak, as before 2026-12-07) is one the baseline reaches by construction, at the top of its own
     noise, which the other arm must beat: +33 updates of bias with no real difference, and a true
     one-interval lead cancelled (docs/testbed.md)."""
-    import dataclasses
-
     import pandas as pd
 
-    finals = arm_values(df, dataclasses.replace(check, measure="eval", update="final"), check.against)
+    finals = arm_values(df, replace(check, measure="eval", update="final"), check.against)
     arm, base = _eval_curves(df, check, check.arm), _eval_curves(df, check, check.against)
     a_out, b_out = {}, {}
     for key in sorted(set(arm) & set(base) & set(finals.index)):

@@ -104,16 +104,21 @@ def md_table(rows: list[dict]) -> str:
                         ).to_markdown(index=False)
 
 
+def _differ(diffs: list[float]) -> int:
+    """Pairs whose difference is not exactly 0 (an exact tie: an arm that never left the comparison's
+    path, such as an R-OPD run whose trigger never switched, or both arms censored)."""
+    return sum(d != 0 for d in diffs)
+
+
 def _pairs(diffs: list[float]) -> str:
-    """The pair count, with how many differ when some are exactly equal (an arm that never left the
-    comparison's path: an R-OPD run whose trigger never switched is a branch with current's rows)."""
-    differ = sum(d != 0 for d in diffs)
+    """The pair count, with how many differ when some are exactly equal."""
+    differ = _differ(diffs)
     return f"{len(diffs)}" if differ == len(diffs) else f"{len(diffs)} ({differ} differ)"
 
 
 def _mostly_equal(diffs: list[float]) -> bool:
     """Some pairs differ, at most half of them: a zero-inflated sample the t-interval covers poorly."""
-    return 0 < sum(d != 0 for d in diffs) <= len(diffs) / 2
+    return 0 < _differ(diffs) <= len(diffs) / 2
 
 
 def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]], figures: dict[int, Path],
@@ -163,7 +168,7 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
                  "comparison mean": f"{r['against_mean']:.2f}" if math.isfinite(r["against_mean"]) else "-",
                  "verdict": check_reading(claim, c, r["verdict"])[0]} for c, r in zip(claim.checks, rec["checks"])]
         lines += [md_table(rows), ""]
-        lines += [f"Check '{c.label}': {sum(d != 0 for d in r['diffs'])} of its {len(r['diffs'])} pairs differ, the "
+        lines += [f"Check '{c.label}': {_differ(r['diffs'])} of its {len(r['diffs'])} pairs differ, the "
                   "rest are exactly equal (an arm that never left the comparison's path, or both arms censored). The "
                   "t-interval undercovers for such differences (a rare large one reads as a small one; "
                   "docs/testbed.md), so its verdict is weaker than its interval says.\n"
