@@ -202,6 +202,32 @@ def test_max_compute_stops_at_the_first_iteration_boundary_past_it(opd_run, run_
     assert float(shown) == float(f"{summary['flops_total']:.1e}")
 
 
+def test_a_run_capped_by_its_updates_before_its_compute_budget_is_named_in_the_table(opd_run, run_train, capsys, caplog):
+    """A compute-matched sweep whose update cap binds first for some runs is not matched on compute: the
+    done marker says which budget ended each run, the trainer warns, and the table says so."""
+    import json
+    import logging
+
+    from replaylab.cli.main import main
+
+    full = opd_run[1]
+    assert json.loads((full / "done.json").read_text())["ended_by"] == "max_updates"  # no other budget set
+    per_iteration = [r["ledger_flops_total"] for r in load_rows(full) if r["split"] == "train" and r["metric"] == "loss"]
+    common = [*OPD, "budget.name=compute1", "experiment=mixed"]
+    _, matched = run_train([*common, f"budget.max_compute={(per_iteration[0] + per_iteration[1]) / 2:.6e}"])
+    assert json.loads((matched / "done.json").read_text())["ended_by"] == "max_compute"
+    assert main(["table", str(matched.parent), "--format", "markdown"]) == 0
+    assert "different budgets" not in capsys.readouterr().out  # one run, one budget: nothing to say
+    with caplog.at_level(logging.WARNING, logger="replaylab.training.trainer"):
+        summary, capped = run_train([*common, f"budget.max_compute={10 * per_iteration[2]:.6e}", "order=1"])
+    assert summary["updates"] == 6 and summary["ended_by"] == "max_updates (before max_compute)"
+    assert "not matched on that budget" in caplog.text and "budget.max_updates=6" in caplog.text
+    assert main(["table", str(matched.parent), "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "Runs ended on different budgets" in out
+    assert "1 run at max_compute" in out and "1 run at max_updates (before max_compute)" in out
+
+
 @pytest.mark.parametrize("value", ["-1", "nan"])
 def test_max_compute_must_be_a_finite_non_negative_number(value):
     with pytest.raises(ConfigError, match="budget.max_compute"):

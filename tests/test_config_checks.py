@@ -74,6 +74,7 @@ SILENT_BEFORE = [
     (["trainer=grpo", "teacher=none", "strategy=depo", "strategy.threshold=0.3"], "strategy.threshold"),  # > max p(1-p)
     (["trainer=grpo", "teacher=none", "strategy=depo", "trainer.dynamic_sampling=true"], "trainer.dynamic_sampling"),
     (["trainer=grpo", "teacher=none", "strategy=depo", "strategy.replay_fraction=0.01"], "strategy.replay_fraction"),
+    (["trainer=grpo", "teacher=none", "strategy=depo", "strategy.min_visits=1"], "strategy.min_visits"),  # none eligible
     # the tail evaluations (issue 14): each needs the other, and the run must end at budget.max_updates
     (["eval.tail=0"], "eval.tail"),
     (["eval.tail_every=5"], "eval.tail_every"),  # eval.tail=1: nothing to space

@@ -59,6 +59,10 @@ class DEPO(ReplayStrategy):
         check(not cfg.trainer.dynamic_sampling, "trainer.dynamic_sampling",
               "drops the all-correct and all-wrong groups before depo sees them, so their prompts never become "
               "unexplorable and the filter never acts")
+        # a prompt has an observed pass rate only once it was trained, so it has at least one visit
+        check(s.min_visits >= 2 or s.replay_fraction == 0, "strategy.min_visits",
+              "=1 re-asks nothing (a prompt is eligible only once trained, i.e. with one visit already): "
+              "use min_visits >= 2, or replay_fraction=0 to turn re-asking off")
         if int(P * s.replay_fraction) == 0:
             key = "strategy.replay_fraction" if s.replay_fraction > 0 else "strategy.min_visits"
             check(s.replay_fraction == 0 and s.min_visits == DEPOConfig.min_visits, key,

@@ -7,7 +7,7 @@ import math
 import numbers
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from replaylab.results.frame import DONE, NoRowsError, versions_note
+from replaylab.results.frame import DONE, NoRowsError, run_notes
 from replaylab.results.statistics import t_interval
 
 if TYPE_CHECKING:  # the replaylab CLI imports this module for every subcommand: pandas only when used
@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # the replaylab CLI imports this module for every subcommand:
 # averaged as if they were data orders); `order` and `seed` are what a cell aggregates over.
 ROW_CANDIDATES = ("experiment", "trainer", "objective", "model", "teacher", "data", "max_response_tokens",
                   "prompts_per_iteration", "samples_per_prompt", "resample_period", "eval_tail")
-NOT_IDENTITY = {"run", "config_hash", "versions", "status", "run_dir", "order", "seed"}
+NOT_IDENTITY = {"run", "config_hash", "versions", "status", "run_dir", "ended_by", "order", "seed"}
 ACCURACY = {"avg@k", "pass@k", "pass@1", "ci_low", "ci_high", "se", "truncation_rate", "accuracy"}
 LEDGER = {"updates": "ledger_updates", "trajectories": "ledger_trajectories", "teacher_tokens": "ledger_teacher_tokens_scored",
           "compute": "ledger_flops_total"}  # compute: estimated FLOPs (training.compute)
@@ -270,7 +270,7 @@ def build_table(df: pd.DataFrame, metrics: str | Sequence[str] = ("avg@k",), ben
     missing_cols = [k for k in keys if k not in runs.columns]
     if missing_cols:
         raise KeyError(f"--by/--block column {missing_cols} is not in the rows; identity columns: "
-                       f"{sorted(c for c in runs.columns if c not in {'status', 'run_dir'})}")
+                       f"{sorted(c for c in runs.columns if c not in {'status', 'run_dir', 'ended_by'})}")
     runs = runs.astype({k: object for k in keys}).fillna({k: "n/a" for k in keys})
     _check_replicates(runs, keys)
     chosen, excluded = _select_eval(df[df["metric"].isin(metrics)], runs, update)
@@ -296,7 +296,7 @@ def build_table(df: pd.DataFrame, metrics: str | Sequence[str] = ("avg@k",), ben
     table = pd.DataFrame(out, columns=columns)
     tail = int(chosen["eval_tail"].max()) if update == "final" and "eval_tail" in chosen.columns and len(chosen) else 1
     table.attrs.update(keys=keys, block=block_col, by=by, update=update, metrics=metrics, level=level, tail=tail,
-                       versions_note=versions_note(runs))
+                       run_notes=run_notes(runs))
     return table
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from replaylab.results.claims import Claim, check_reading, claim_verdict, run_check
-from replaylab.results.frame import versions_note
+from replaylab.results.frame import run_notes
 
 
 def _fmt(d: float, lo: float, hi: float) -> str:
@@ -192,7 +192,7 @@ def sweep_sizes(frames: dict[str, Any]) -> dict[str, str]:
                       + (f"{per_set:.0f} problems per evaluation set" if math.isfinite(per_set) else "eval size unknown")
                       + (f"; final values are each run's mean over its last {tail} evaluations (eval.tail)"
                          if (tail := int(runs["eval_tail"].max())) > 1 else "")
-                      + (f". {note}" if (note := versions_note(df)) else ""))
+                      + (f". {note}" if (note := run_notes(df)) else ""))
     return out
 
 

@@ -13,6 +13,7 @@ config rather than the rows' identity columns.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -96,6 +97,20 @@ def run_status(run_dir: Path) -> str:
     return DONE if finished else UNFINISHED
 
 
+def ended_by(run_dir: Path) -> str | None:
+    """The budget that ended a finished training run (its done marker's `ended_by`, training/budget.py);
+    None for unfinished runs, evaluation runs and markers written before the field existed."""
+    marker = run_dir / "done.json"
+    if not marker.exists():
+        return None
+    try:
+        value = json.loads(marker.read_text()).get("ended_by")
+    except (json.JSONDecodeError, AttributeError) as exc:
+        raise ValueError(f"{marker}: not a JSON object ({exc}); it is the run's done marker: "
+                         "remove it and re-run the run to rewrite it") from exc
+    return str(value) if value is not None else None
+
+
 def find_run_dirs(root: Path) -> list[Path]:
     """Every run directory under `root` (or `root` itself): those with rows, and named ones with a
     config but no rows yet."""
@@ -131,7 +146,8 @@ def load_experiment(path: str | Path) -> pd.DataFrame:
             rows = read_rows(run_dir / "rows.jsonl") if (run_dir / "rows.jsonl").exists() else []
             if not rows:
                 rows = [placeholder_row(_config_identity(run_dir), status)]
-            records += [{**r, "status": status, "run_dir": str(run_dir)} for r in rows]
+            extra = {"status": status, "run_dir": str(run_dir), "ended_by": ended_by(run_dir)}
+            records += [{**r, **extra} for r in rows]
     if not records:
         raise NoRowsError(f"{root}: no rows found (no rows.jsonl or run directory under it)")
     return tidy_frame(records)
@@ -142,7 +158,7 @@ def tidy_frame(records: list[dict]) -> pd.DataFrame:
     import pandas as pd
 
     df = pd.DataFrame.from_records(records)
-    for col in (*IDENTITY, "split", "update", "iteration", "benchmark", "metric", "value", "n", "status"):
+    for col in (*IDENTITY, "split", "update", "iteration", "benchmark", "metric", "value", "n", "status", "ended_by"):
         if col not in df.columns:
             df[col] = pd.NA if col != "value" else math.nan
     df["status"] = df["status"].fillna(DONE)
@@ -167,3 +183,24 @@ def versions_note(df: pd.DataFrame) -> str | None:
              for v, n in counts.items()]
     return (f"Runs from {len(counts)} versions (rows' `versions`; numbers reproduce bitwise only within one): "
             + "; ".join(parts) + ".")
+
+
+def budget_note(df: pd.DataFrame) -> str | None:
+    """A sentence when a frame's finished runs did not all end on the same budget (done markers'
+    `ended_by`), or ended at their update cap before the compute or trajectory budget they were set to
+    match on: their strategies were then not compared at one matched budget (a replay arm that stops
+    at `budget.max_updates` has spent less compute than a baseline that reached `budget.max_compute`)."""
+    if "ended_by" not in df.columns:
+        return None
+    counts = df.drop_duplicates("run")["ended_by"].dropna().astype(str).value_counts()
+    if len(counts) < 2 and not any(v.endswith(")") for v in counts.index):
+        return None
+    parts = [f"{n} run{'s' if n > 1 else ''} at {v}" for v, n in counts.items()]
+    return ("Runs ended on different budgets (done.json's `ended_by`), so they are not compared at one matched "
+            "budget: " + "; ".join(parts) + ".")
+
+
+def run_notes(df: pd.DataFrame) -> str | None:
+    """What a table over `df` must say about where its runs came from and how they ended."""
+    notes = [n for n in (versions_note(df), budget_note(df)) if n]
+    return " ".join(notes) or None

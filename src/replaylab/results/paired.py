@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from replaylab.results.aggregation import (_check_replicates, _select_eval, check_requested, default_by, final_eval,
                                           is_accuracy, is_suite_mean, order_benchmarks, rises_with_learning,
                                           run_index)
-from replaylab.results.frame import NoRowsError, versions_note
+from replaylab.results.frame import NoRowsError, run_notes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -160,7 +160,7 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
     if plan is not None:
         table["pairs_needed"] = [pairs_for_mde(sd, plan, power, alpha) for sd in table["sd"]]
     table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block, plan=plan,
-                       versions_note=versions_note(runs),
+                       run_notes=run_notes(runs),
                        tail=int(chosen["eval_tail"].max()) if update == "final" and "eval_tail" in chosen.columns else 1)
     return table
 
@@ -256,8 +256,8 @@ def paired_markdown(table: pd.DataFrame, title: str) -> str:
                      f"would be at most {a['plan']:g} in the row's units, projected from the spread observed here "
                      "(a planning number: the spread is itself estimated from these pairs)")
     lines.append(shown[cols].to_markdown(index=False, disable_numparse=True))
-    if a.get("versions_note"):
-        lines += ["", a["versions_note"]]
+    if a.get("run_notes"):
+        lines += ["", a["run_notes"]]
     failed = table[table["verdict"].astype(str).str.startswith("CONTROL NOT")]
     if len(failed):
         lines += ["", f"The known-effect control was not detected in {len(failed)} block(s): this table could not have "

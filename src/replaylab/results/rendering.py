@@ -84,7 +84,7 @@ def describe(table: pd.DataFrame) -> str:
           if tail == 1 else f"each run's mean over its last {tail} evaluations (eval.tail)")
     metrics = ", ".join(f"{m} ({u})" if u else m for m, u in dict(zip(table["metric"], table["unit"])).items())
     level = round(100 * table.attrs["level"])
-    note = table.attrs.get("versions_note")
+    note = table.attrs.get("run_notes")
     return (f"{metrics} at {at}; mean ± {level}% t-interval over data orders (n = orders present / expected); "
             "budget columns are mean ledger counts at that evaluation; — = no value (see notes)"
             + (f"\n\n{note}" if note else ""))

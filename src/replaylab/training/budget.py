@@ -151,3 +151,26 @@ class Ledger:
     @classmethod
     def from_state(cls, state: dict) -> "Ledger":
         return cls(**state)
+
+
+def budgets_reached(budget, update: int, ledger: Ledger) -> list[str]:
+    """The run budgets (`budget.max_*`, a config.BudgetConfig) that `update` and `ledger` have reached; a run
+    stops at the first iteration boundary where this is not empty."""
+    reached = ["max_updates"] if update >= budget.max_updates else []
+    if budget.max_compute and ledger.flops_total >= budget.max_compute:
+        reached.append("max_compute")
+    if budget.max_trajectories and ledger.trajectories >= budget.max_trajectories:
+        reached.append("max_trajectories")
+    return reached
+
+
+def ended_by(budget, update: int, ledger: Ledger) -> str:
+    """What ended a finished run, for its done marker and the tables' notes: the budgets reached, joined by
+    '+'; when only the update cap was reached although a compute or trajectory budget was set, that is
+    said ('max_updates (before max_compute)'), since the run then spent less of the budget the sweep
+    matches on than a run that reached it."""
+    reached = budgets_reached(budget, update, ledger)
+    unreached = [k for k in ("max_compute", "max_trajectories") if getattr(budget, k) and k not in reached]
+    if reached == ["max_updates"] and unreached:
+        return f"max_updates (before {' and '.join(unreached)})"
+    return "+".join(reached) or "none"

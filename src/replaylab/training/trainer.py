@@ -23,7 +23,7 @@ from replaylab.results.report import eval_line
 from replaylab.results.rows import RowWriter
 from replaylab.storage import CorruptCheckpoint
 from replaylab.training.branch import Branch, branch_state
-from replaylab.training.budget import Ledger
+from replaylab.training.budget import Ledger, budgets_reached, ended_by
 from replaylab.training.components import Components, derived_seed
 from replaylab.training.components import TrainingDiverged  # noqa: F401  (re-exported: callers catch it from here)
 from replaylab.training.compute import ComputeModel, non_embedding_params
@@ -164,12 +164,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
                            self.c.tokenizer, self.policy_logprobs)
 
     def budget_left(self) -> bool:
-        b = self.cfg.budget
-        if self.update >= b.max_updates:
-            return False
-        if b.max_compute and self.ledger.flops_total >= b.max_compute:
-            return False
-        return not (b.max_trajectories and self.ledger.trajectories >= b.max_trajectories)
+        return not budgets_reached(self.cfg.budget, self.update, self.ledger)
 
     def start_from(self, branch: Branch) -> bool:
         """Take the donor's state at the branch point (training/branch.py); False if it cannot serve."""
@@ -212,7 +207,12 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         if self.last_eval != self.update:
             self.run_eval()
         self.checkpoint()
-        summary = {"update": self.update, "iteration": self.iteration, **self.ledger.summary()}
+        summary = {"update": self.update, "iteration": self.iteration,
+                   "ended_by": ended_by(self.cfg.budget, self.update, self.ledger), **self.ledger.summary()}
+        if summary["ended_by"].endswith(")"):
+            log.warning("replaylab: %s ended at budget.max_updates=%d %s: it is not matched on that budget with runs "
+                        "that reached it; raise budget.max_updates", self.run_dir.name, self.update,
+                        summary["ended_by"].split(" ", 1)[1])
         if self.branched_from:
             summary["branched_from"] = self.branched_from
         if self.shared is not None and any(self.shared.hits.values()):
