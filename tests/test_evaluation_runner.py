@@ -234,3 +234,28 @@ def test_real_hf_generator_and_grader(tok, model):
     assert all(1 <= r["num_tokens"] <= 6 for r in records)
     assert all(r["num_tokens"] == 6 for r in records if r["truncated"])
     assert all(0 <= r["value"] <= 1 for r in rows if r["metric"] in ("avg@k", "pass@k", "truncation_rate"))
+
+
+def test_truncated_responses_are_graded_by_a_complete_box_only(tok):
+    """Through evaluate_benchmarks with the real Grader: an unboxed anchored answer counts for a response that
+    ended and not for one the budget cut, whose flag the runner passes to the grader."""
+    from replaylab.grading import Grader
+
+    class Unboxed(ScriptedGenerator):
+        def generate(self, prompts, params, seed, source="fresh"):
+            groups = []
+            for p in prompts:
+                ids = self.tok(f"The final answer is {p.answer}", add_special_tokens=False)["input_ids"]
+                cut = p.uid in self.truncate
+                resp = torch.tensor(ids if cut else ids + [self.tok.eos_token_id])
+                groups.append([Sample(p, resp, torch.zeros(len(resp)), 0, source, cut, f"{p.uid}-{j}") for j in range(params.n)])
+            return groups
+
+    bench = get_benchmarks(["tiny8/add2"])
+    uids = [item.id for item in bench[0].items[:4]]
+    gen = Unboxed(tok, right=set(), truncate=set(uids[:2]))
+    with Grader(num_workers=1) as grader:
+        records, _ = evaluate_benchmarks(gen, tok, bench, SamplingParams(max_new_tokens=32, temperature=0.0), grader,
+                                         instruction="", enable_thinking=False, seed=0, max_problems=4)
+    assert [(r["truncated"], r["correct"], r["status"]) for r in records] == \
+        [(True, False, "no_answer")] * 2 + [(False, True, "ok")] * 2

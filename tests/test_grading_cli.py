@@ -51,6 +51,9 @@ def test_adversarial_outputs_through_the_cli(tmp_path):
         {"id": "normal_fraction", "benchmark": "normal", "response": "so \\boxed{\\frac{1}{2}}", "gold": "0.5"},
         {"id": "normal_integer", "benchmark": "normal", "response": "\\boxed{475}", "gold": "475"},
         {"id": "normal_wrong", "benchmark": "normal", "response": "\\boxed{\\sqrt{3}}", "gold": "\\sqrt{2}"},
+        # the same anchored, unboxed answer, from a response that ended and from one the token budget cut
+        {"id": "tail_ended", "benchmark": "normal", "response": "The final answer is 7", "gold": "7"},
+        {"id": "tail_cut", "benchmark": "normal", "response": "The final answer is 7? Wait", "gold": "7", "truncated": True},
     ]
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     _write_jsonl(src, rows + normal)
@@ -80,6 +83,7 @@ def test_adversarial_outputs_through_the_cli(tmp_path):
     assert graded["normal_fraction"]["correct"] is True
     assert graded["normal_integer"]["correct"] is True
     assert graded["normal_wrong"]["correct"] is False
+    assert graded["tail_ended"]["correct"] is True and graded["tail_cut"]["status"] == "no_answer"
     assert "normal" in proc.stdout and "adversarial" in proc.stdout and "accuracy" in proc.stdout
 
 

@@ -34,3 +34,23 @@ def test_rewards_grade_the_whole_answer_against_the_prompts_gold():
     with Grader(num_workers=1) as grader:
         grade_rewards(samples, tok, grader)
     assert [s.reward for s in samples] == [1.0, 0.0, 1.0, 0.0, 0.0]
+
+
+def test_a_response_the_budget_cut_is_not_credited_for_an_anchored_guess_in_its_reasoning():
+    """Without a box, an ended response is graded by an anchored answer in its tail; a truncated one is not (its
+    "the final answer is 42? wait" was not the model's answer), though a complete box in it still counts."""
+    tok = build_tiny_tokenizer()
+    prompt = Prompt("q", "12+30=?", (1,), "42")
+
+    def sample(text: str, truncated: bool) -> Sample:
+        ids = torch.tensor(tok(text, add_special_tokens=False)["input_ids"])
+        return Sample(prompt, ids, torch.zeros(len(ids)), 0, "fresh", truncated, f"s-{text}-{truncated}")
+
+    guess = "12+30 is 42? The final answer is 42. Wait, let me add 12 and 30 again, carrying the"
+    samples = [sample("The final answer is 42", False), sample(guess, True), sample("So \\boxed{42}. Check: 12+3", True),
+               sample(guess, False)]
+    with Grader(num_workers=1) as grader:
+        grade_rewards(samples, tok, grader)
+        statuses = [r.status for r in grader.grade([(guess, "42")] * 2, truncated=[True, False])]
+    assert [s.reward for s in samples] == [1.0, 0.0, 1.0, 1.0]
+    assert statuses == ["no_answer", "ok"]

@@ -1,9 +1,11 @@
 """`replaylab grade INPUT.jsonl --out OUTPUT.jsonl`: grade model responses against gold answers.
 
 Each input line is a JSON object with `response` and `gold` (strings; JSON numbers are accepted
-for `gold`) and optionally `id` and `benchmark`. Each output line is that object plus `correct`
-and `status` (ok, no_answer, timeout, unparseable_gold or error), and `message` when there is
-something to explain. A summary (per status, accuracy, per benchmark) goes to stdout.
+for `gold`) and optionally `id`, `benchmark` and `truncated` (true: the token budget cut the
+response, which is then graded by a complete \\boxed{} only, not by an anchored "the answer is" in
+its tail). Each output line is that object plus `correct` and `status` (ok, no_answer, timeout,
+unparseable_gold or error), and `message` when there is something to explain. A summary (per
+status, accuracy, per benchmark) goes to stdout.
 
 Malformed lines (bad JSON, missing or non-string fields) never stop the run: they are reported on
 stderr as FILE:LINE: reason and written out with status "error", so the output has exactly one row
@@ -77,7 +79,8 @@ def _read_rows(path: str) -> Iterator[tuple[int, dict, str | None]]:
 
 def _grade_batch(grader: Grader, batch: list[tuple[int, dict, str | None]], path: str) -> list[dict]:
     good = [row for _, row, problem in batch if problem is None]
-    results = iter(grader.grade([(row["response"], row["gold"]) for row in good]))
+    results = iter(grader.grade([(row["response"], row["gold"]) for row in good],
+                                truncated=[row.get("truncated") is True for row in good]))
     out = []
     for lineno, row, problem in batch:
         if problem is not None:

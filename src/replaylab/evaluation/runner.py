@@ -9,9 +9,8 @@ its worker pool stays busy. Greedy decoding (temperature 0) gives identical samp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from replaylab.evaluation.benchmarks import Benchmark
 from replaylab.evaluation.summary import summarize
@@ -22,14 +21,6 @@ from replaylab.types import Prompt
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
-
-
-class GradeResultLike(Protocol):
-    correct: bool
-    status: str  # ok | timeout | unparseable_gold | error | no_answer
-
-
-GradeFn = Callable[[Sequence[tuple[str, str]]], Sequence[GradeResultLike]]
 
 
 def build_prompts(
@@ -72,7 +63,7 @@ def evaluate_benchmarks(
 ) -> tuple[list[dict], list[dict]]:
     """(per-sample records, tidy metric rows) for `benchmarks`.
 
-    `grader` is a `replaylab.grading.Grader` (anything with `grade(pairs)`) or a function of the
+    `grader` is a `replaylab.grading.Grader` (anything with `grade(pairs, truncated=flags)`) or a function of the
     (response, gold) pairs; its results need `correct` and `status`. Records have keys benchmark,
     id, sample, response, gold, correct, status, num_tokens, truncated; rows are `summary.summarize`'s
     (metric names in `summary.METRICS`), with the suite mean named `<suite>/mean` (or `mean`).
@@ -82,7 +73,6 @@ def evaluate_benchmarks(
         raise ValueError(f"benchmark names must be unique, got {names}")
     if max_problems is not None and max_problems < 1:
         raise ValueError(f"max_problems must be >= 1, got {max_problems}")
-    grade: GradeFn = grader.grade if hasattr(grader, "grade") else grader
 
     prompts = {b.name: build_prompts(tokenizer, b, instruction, enable_thinking, max_problems) for b in benchmarks}
     ks = {b.name: samples_for(b, params, samples_per_problem) for b in benchmarks}
@@ -109,7 +99,14 @@ def evaluate_benchmarks(
                     dict(benchmark=n, id=prompt.uid, sample=j, response=text, gold=prompt.answer,
                          correct=False, status="", num_tokens=s.num_tokens, truncated=bool(s.truncated))
                 )
-    results = list(grade([(r["response"], r["gold"]) for r in records])) if records else []
+    pairs = [(r["response"], r["gold"]) for r in records]
+    # a Grader is told which responses the budget cut (graded by a complete box only); a plain function is not
+    if not records:
+        results = []
+    elif hasattr(grader, "grade"):
+        results = list(grader.grade(pairs, truncated=[r["truncated"] for r in records]))
+    else:
+        results = list(grader(pairs))
     if len(results) != len(records):
         raise RuntimeError(f"grader returned {len(results)} results for {len(records)} (response, gold) pairs")
     for r, res in zip(records, results):

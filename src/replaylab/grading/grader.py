@@ -47,7 +47,8 @@ class Grader:
             does up to three parses and one comparison, each bounded by its own alarm).
         cache_size: LRU entries for verdicts (0 disables the cache).
         fallback_unboxed: grade a response without any box by an anchored answer in its tail
-            ("final answer is 42"); False makes such responses `no_answer`.
+            ("final answer is 42"); False makes such responses `no_answer`. A response marked
+            truncated in `grade` never takes the fallback.
         tail_chars: how much of an unboxed response the fallback searches.
         memory_limit_mb: address-space cap per worker (None: no cap).
         chunk_size: items sent to a worker per message (amortises pipe round trips).
@@ -93,10 +94,16 @@ class Grader:
 
     # --- public API ------------------------------------------------------------------------------
 
-    def grade(self, pairs: Iterable[tuple[str, str]]) -> list[GradeResult]:
+    def grade(self, pairs: Iterable[tuple[str, str]], truncated: Sequence[bool] | None = None) -> list[GradeResult]:
         """Grade (response, gold) pairs; results are in input order. Never raises for bad input:
-        a non-string response or gold gives status "error" with a message."""
+        a non-string response or gold gives status "error" with a message.
+
+        `truncated[i]` marks a response the token budget cut off: it is graded by a complete box only,
+        never by the unboxed fallback, whose anchored phrase ("so the answer is 7? wait...") in a cut
+        reasoning is a guess the model had not committed to."""
         pairs = pairs if isinstance(pairs, Sequence) else list(pairs)
+        if truncated is not None and len(truncated) != len(pairs):
+            raise ValueError(f"truncated has {len(truncated)} flags for {len(pairs)} pairs")
         with self._lock:
             if self._closed:
                 raise RuntimeError("Grader is closed")
@@ -104,7 +111,8 @@ class Grader:
             todo: dict[tuple, list[int]] = {}  # cache key -> indices waiting for it
             tasks: dict[tuple, tuple] = {}
             for i, pair in enumerate(pairs):
-                results[i] = self._prepare(i, pair, todo, tasks)
+                results[i] = self._prepare(i, pair, todo, tasks, fallback=self.fallback_unboxed
+                                           and not (truncated is not None and truncated[i]))
             if tasks:
                 keys = list(tasks)
                 self._counts["worker_items"] += len(keys)
@@ -152,7 +160,7 @@ class Grader:
 
     # --- internals -------------------------------------------------------------------------------
 
-    def _prepare(self, i: int, pair, todo: dict, tasks: dict) -> GradeResult | None:
+    def _prepare(self, i: int, pair, todo: dict, tasks: dict, fallback: bool) -> GradeResult | None:
         """A result decided without a worker, or None after queueing the pair in todo/tasks."""
         try:
             response, gold = pair
@@ -169,7 +177,7 @@ class Grader:
         if boxed is not None:
             text = normalize_answer(boxed)
             mode = MODE_BOXED if text else MODE_NONE
-        elif self.fallback_unboxed:
+        elif fallback:
             text = response_tail(response, self.tail_chars)
             mode = MODE_TAIL if text.strip() else MODE_NONE
         else:

@@ -38,7 +38,8 @@ def grade_rewards(samples: list[Sample], tokenizer, grader) -> None:
         return
     # A prefix continuation is graded on the whole answer it completes (prefix + suffix).
     texts = tokenizer.batch_decode([s.full_response_ids.tolist() for s in todo], skip_special_tokens=True)
-    for s, res in zip(todo, grader.grade([(t, s.prompt.answer) for t, s in zip(texts, todo)])):
+    graded = grader.grade([(t, s.prompt.answer) for t, s in zip(texts, todo)], truncated=[s.truncated for s in todo])
+    for s, res in zip(todo, graded):
         s.reward = 1.0 if res.correct else 0.0
 
 
