@@ -16,6 +16,7 @@ from replaylab.evaluation.benchmarks import (
     get_benchmarks,
     get_suite,
 )
+from replaylab.grading import Grader
 from replaylab.tasks.data_root import DATA_ROOT_ENV, default_data_root, load_train_rows
 from replaylab.tasks.tiny8 import TINY8_SETS, tiny8_set
 
@@ -77,6 +78,10 @@ def test_gold_repairs_keep_the_raw_answer():
     assert minerva["4.5e33"] == "4.5 \\times 10^{33}"
     assert minerva["1e-5"] == "1 \\times 10^{-5}"
     assert minerva["np.arcsin(10/13)"] == "\\arcsin(10/13)"
+    assert (minerva["-1./3"], minerva["-3./2"]) == ("-\\frac{1}{3}", "-\\frac{3}{2}")
+    with Grader(num_workers=1) as grader:  # math-verify read "-1./3" as -1
+        verdicts = [r.correct for r in grader.grade([(f"\\boxed{{{p}}}", minerva["-1./3"]) for p in ("-1/3", "-1", "-0.5")])]
+    assert verdicts == [True, False, False]
     olymp = {it.meta.get("answer_raw"): it.answer for it in get_benchmark("olympiadbench", shared_root).items}
     assert olymp["$69$,$84$"] == "69,84"
     untouched = get_benchmark("aime2024", shared_root).items[0]

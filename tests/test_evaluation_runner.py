@@ -198,6 +198,36 @@ def test_unparseable_gold_is_skipped_and_timeouts_count_as_wrong(tok):
     assert _rows(rows, "mean")["unparseable_gold"]["value"] == 1
 
 
+def test_a_problem_with_one_unparsed_gold_sample_is_skipped_whole(tok):
+    """One sample's grading reported the gold unparseable (a transient failure, or a flaky parse): the problem
+    goes, so k (the fewest samples of a graded problem) stays the benchmark's and pass@k is pass@2."""
+    bench = _fake_bench("x", 2, 3, golds=["0", "1", "2"])
+    gen = ScriptedGenerator(tok, right={"x-0", "x-1", "x-2"})
+
+    def grade(pairs):
+        out = boxed_match(pairs)
+        out[2] = Verdict(False, "unparseable_gold")  # problem x-1's first sample only
+        return out
+
+    records, rows = evaluate_benchmarks(gen, tok, [bench], SamplingParams(max_new_tokens=8), grade,
+                                        instruction="", enable_thinking=False, seed=0)
+    m = _rows(rows, "x")
+    assert (m["avg@k"]["n_problems"], m["avg@k"]["n_samples"], m["unparseable_gold"]["value"]) == (2, 4, 1)
+    assert m["avg@k"]["value"] == 1.0 and m["pass@k"]["k"] == 2
+
+
+def test_a_gold_parse_timeout_is_an_uncached_timeout_not_a_bad_gold(monkeypatch):
+    from replaylab.grading import verifier
+    from replaylab.grading.result import CACHEABLE
+
+    def slow(gold, parsing_timeout):
+        raise verifier._GoldTimeout("alarm")
+
+    monkeypatch.setattr(verifier, "_parse_gold", slow)
+    assert verifier.grade_prepared("boxed", "7", "7") == (False, "timeout", "gold parse timed out after 2s")
+    assert "timeout" not in CACHEABLE  # so the Grader asks again instead of keeping a bad-gold verdict
+
+
 def test_mismatched_generator_or_grader_output_fails_loudly(tok):
     bench = _fake_bench("x", 2, 2)
     params = SamplingParams(max_new_tokens=8)

@@ -47,8 +47,8 @@ def _benchmark_stats(records: Sequence[dict], n_resamples: int, seed: int) -> tu
     for r in records:
         by_problem.setdefault(r["id"], []).append(r)
     bad_gold = sum(any(r["status"] == "unparseable_gold" for r in rs) for rs in by_problem.values())
-    graded = [[r for r in rs if r["status"] != "unparseable_gold"] for rs in by_problem.values()]
-    graded = [rs for rs in graded if rs]
+    # the whole problem goes, not its unparsed samples alone: k is the fewest samples of a graded problem
+    graded = [rs for rs in by_problem.values() if not any(r["status"] == "unparseable_gold" for r in rs)]
     flat = [r for rs in graded for r in rs]
     correct = [[bool(r["correct"]) for r in rs] for rs in graded]
     k = min((len(rs) for rs in graded), default=0)
