@@ -113,3 +113,28 @@ def test_resume_reproduces_rows(run_train, monkeypatch, tmp_path):
     assert_resume_reproduces(run_train, monkeypatch, tmp_path, GRPO + [
         "data.size=8", "strategy=repo", "strategy.max_cache_size=8", "strategy.min_cache_to_replay=4",
         "strategy.num_replays=3", "strategy.selection=random"])
+
+
+def test_a_split_group_without_gradient_counts_as_inert_though_its_rewards_vary():
+    """RePO's split normalisation gives the fresh and the replayed rows their own baselines: 2 right fresh
+    answers beside 2 wrong replayed ones have reward variance but every advantage is 0, so the group carries
+    no gradient. The claims' "more effective steps" check reads inert_groups, not the reward-variance count."""
+    from replaylab.config import TrainerConfig
+    from replaylab.objectives.grpo import GRPO as GRPOObjective
+    from replaylab.types import Group
+
+    prompt = Prompt("q", "1+1=?", (1,), "2")
+
+    def group(rewards, labels=None):
+        samples = [Sample(prompt, torch.tensor([1, 2]), torch.zeros(2), 0, "fresh", False, f"s{i}", reward=r)
+                   for i, r in enumerate(rewards)]
+        return Group(prompt, samples, labels)
+
+    objective = GRPOObjective(TrainerConfig(objective="grpo", kind="grpo", samples_per_prompt=2), 8, 1.0)
+    groups = [group([1.0, 1.0, 0.0, 0.0], ["online"] * 2 + ["replay"] * 2),  # varies, yet no gradient
+              group([1.0, 0.0, 1.0, 0.0], ["online"] * 2 + ["replay"] * 2),  # a gradient in both halves
+              group([1.0, 1.0, 1.0, 1.0])]  # uniform: neither
+    objective.prepare(groups)
+    metrics = objective.batch_metrics(groups)
+    assert [all(s.advantage == 0.0 for s in g.samples) for g in groups] == [True, False, True]
+    assert metrics["inert_groups"] == 2 / 3 and metrics["zero_variance_groups"] == 1 / 3

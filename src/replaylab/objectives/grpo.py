@@ -181,6 +181,9 @@ class GRPO(Objective):
         samples = [s for g in groups for s in g.samples]
         out = {"reward": sum(s.reward or 0.0 for s in samples) / len(samples),
                "zero_variance_groups": sum(g.reward_std == 0 for g in groups) / len(groups),
+               # no gradient at all: every advantage 0. Under RePO's split normalisation a group whose fresh and
+               # replayed rows are each uniform (8 right, 8 wrong) has reward variance and no gradient
+               "inert_groups": sum(all(s.advantage == 0.0 for s in g.samples) for g in groups) / len(groups),
                "abs_advantage": sum(abs(s.advantage or 0.0) for s in samples) / len(samples)}
         if self.cfg.overlong_cache:
             out["overlong_penalty"] = sum(self.length_term(s) for s in samples) / len(samples)
