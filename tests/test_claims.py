@@ -505,3 +505,53 @@ def test_a_pipe_in_a_claim_or_check_keeps_the_report_tables_whole(tmp_path, monk
         counts = {separators(line) for line in table.splitlines()}
         assert len(counts) == 1, table
     assert "mean \\|advantage\\|" in out.read_text()
+
+
+def test_mostly_equal_pairs_read_an_interval_that_covers_and_still_has_power():
+    """An arm that left the comparison's path in a third of 13 orders, each time by 9 points (a true mean gain of
+    exactly 3): the t-interval over all pairs puts its upper end below 3 in about 6% of sweeps (nominal 2.5%)
+    and would contradict the gain; paired.zero_inflated_interval does so in under 2.5%. With no gain where it
+    departs (4 of 13 differ, by N(0, 1)) it still rules a 3-point gain out in most sweeps."""
+    from replaylab.results.paired import paired_interval, zero_inflated_interval
+
+    rng = np.random.default_rng(14)
+    t_below = box_below = used = 0
+    for _ in range(1500):
+        d = np.where(rng.random(13) < 1 / 3, rng.normal(9.0, 2.0, 13), 0.0)
+        if not 0 < np.count_nonzero(d) <= 6.5:
+            continue
+        used += 1
+        t_below += paired_interval(list(d))[3] < 3.0
+        box_below += zero_inflated_interval(list(d))[1] < 3.0
+    assert t_below / used > 0.04 and box_below / used <= 0.025, (t_below / used, box_below / used)
+    ruled_out = 0
+    for _ in range(400):
+        d = [0.0] * 9 + list(rng.normal(0.0, 1.0, 4))
+        ruled_out += zero_inflated_interval(d)[1] < 3.0
+    assert ruled_out / 400 > 0.6, ruled_out / 400
+    assert zero_inflated_interval([0.0, 0.0, 2.0]) == (-math.inf, math.inf)  # one departure: no spread to use
+
+
+def test_a_check_with_mostly_equal_pairs_reads_the_conservative_interval(tmp_path, monkeypatch):
+    """Through run_check and `replaylab claims`: 2 of 6 orders differ (+2 and +1 points). The t-interval
+    [-0.38, +1.38] with an MDE of 1.2 would contradict a 3-point gain; the zero-inflated interval cannot rule it
+    out, so the check is inconclusive, and the report gives the mean among the pairs that differ."""
+    from replaylab.results import tiny_claims
+    from replaylab.results.paired import zero_inflated_interval
+
+    base = [[0.30, 0.33, 0.35 + 0.01 * i] for i in range(6)]
+    rare = [list(c) for c in base]
+    rare[4][-1] += 0.02
+    rare[5][-1] += 0.01
+    df = tidy_frame(runs({"current": base, "new": rare}))
+    r = run_check(df, higher())
+    assert r["diffs"] == pytest.approx([0, 0, 0, 0, 2, 1]) and r["zero_inflated"]
+    assert (r["ci_low"], r["ci_high"]) == pytest.approx(zero_inflated_interval(r["diffs"]))
+    assert r["ci_high"] > 3.0 and r["mde"] < 3.0 and r["verdict"] == "inconclusive"
+    assert check_verdict("higher", -0.38, 1.38, r["mde"], 3.0) == "contradicted"  # what the t-interval read
+    write_sweep(tmp_path / "runs" / "demo", runs({"current": base, "new": rare}))
+    monkeypatch.setattr(tiny_claims, "CLAIMS", (Claim("Demo", "new beats current", "demo", (higher("rare"),)),))
+    monkeypatch.setattr(tiny_claims, "CONTROLS", {"demo": "current"})
+    assert main(["claims", str(tmp_path / "runs"), "--out", str(tmp_path / "c.md")]) == 0
+    text = (tmp_path / "c.md").read_text()
+    assert "Check 'rare': 2 of its 6 pairs differ" in text and "Among the pairs that differ the mean is +1.50" in text
