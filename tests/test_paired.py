@@ -111,6 +111,25 @@ def test_cli_table_paired(tmp_path, capsys):
     assert (exp / "tables" / "paired_current_table_avg_at_k.csv").exists()
 
 
+def test_a_paired_row_whose_pairs_are_mostly_equal_takes_the_covering_interval_and_is_marked(tmp_path, capsys):
+    """ropd equals current in 4 of 6 orders (its trigger never switched there): the row's interval is
+    zero_inflated_interval's, not the t-interval's [-0.4, +1.4], and the table marks it and says why."""
+    from replaylab.cli.main import main
+    from replaylab.results.paired import zero_inflated_interval
+
+    current = [0.30, 0.31, 0.32, 0.33, 0.34, 0.35]
+    records = rows({"current": current, "ropd": current[:4] + [0.36, 0.36]})
+    [row] = paired_table(tidy_frame(records), "current").query("strategy == 'ropd'").to_dict("records")
+    assert row["zero_inflated"] and row["diff"] == pytest.approx(0.5)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(zero_inflated_interval([0, 0, 0, 0, 2.0, 1.0]))
+    t_high = paired_interval([0, 0, 0, 0, 2.0, 1.0])[3]
+    assert t_high == pytest.approx(1.378, abs=1e-3) and t_high < row["ci_high"]
+    exp = write_experiment(tmp_path / "exp", records)
+    assert main(["table", str(exp), "--paired", "current"]) == 0
+    out = capsys.readouterr().out
+    assert f"+0.5 [{row['ci_low']:+.1f}, {row['ci_high']:+.1f}] *" in out and "At most half of the pairs differ" in out
+
+
 def test_the_known_effect_control_is_detected_when_the_reference_learns_and_flagged_when_not():
     def with_midpoint(gain_per_order: list[float]) -> list[dict]:
         final = rows({"current": [0.30, 0.35, 0.40, 0.33], "repo": [0.31, 0.36, 0.40, 0.35]})

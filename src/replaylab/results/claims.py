@@ -36,13 +36,13 @@ pairs", and one whose sweep has no runs "not run".
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from replaylab.results.aggregation import final_eval, is_accuracy
 from replaylab.results.frame import DONE
-from replaylab.results.paired import compare, zero_inflated_interval
+from replaylab.results.paired import compare
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -187,18 +187,6 @@ def updates_to_level(df: pd.DataFrame, check: Check) -> tuple[pd.Series, pd.Seri
     return series(a_out), series(b_out)
 
 
-def differ(diffs: Sequence[float]) -> int:
-    """Pairs whose difference is not exactly 0 (an exact tie: an arm that never left the comparison's
-    path, such as an R-OPD run whose trigger never switched, or both arms censored)."""
-    return sum(d != 0 for d in diffs)
-
-
-def mostly_equal(diffs: Sequence[float]) -> bool:
-    """Some pairs differ, at most half of them: a zero-inflated sample the t-interval covers poorly (above half,
-    13 pairs: 94-95%, near nominal), so its check reads paired.zero_inflated_interval instead."""
-    return 0 < differ(diffs) <= len(diffs) / 2
-
-
 def check_verdict(expect: Expect, lo: float, hi: float, mde: float, effect: float) -> str:
     if math.isnan(lo):  # an unbounded interval (-inf, inf) reads inconclusive below
         return "too few pairs"
@@ -247,9 +235,6 @@ def run_check(df: pd.DataFrame, check: Check, level: float = 0.95, power: float 
     row = compare(arm, against, scale, level, power, alpha)
     pairs = against.index.intersection(arm.index).sort_values()
     row["diffs"] = [scale * (float(arm[p]) - float(against[p])) for p in pairs]
-    row["zero_inflated"] = mostly_equal(row["diffs"])
-    if row["zero_inflated"]:  # the t-interval undercovers there: the verdict reads the conservative one
-        row["ci_low"], row["ci_high"] = zero_inflated_interval(row["diffs"], level)
     row["against_mean"] = scale * float(against[pairs].mean()) if len(pairs) else math.nan
     row["verdict"] = check_verdict(check.expect, row["ci_low"], row["ci_high"], row["mde"], check.effect)
     row["left_out"] = left_out(df, check, arm, against)

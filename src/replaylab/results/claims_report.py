@@ -18,9 +18,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from replaylab.results.claims import Claim, check_reading, claim_verdict, differ, run_check
+from replaylab.results.claims import Claim, check_reading, claim_verdict, run_check
 from replaylab.results.frame import run_notes
-from replaylab.results.paired import paired_interval
+from replaylab.results.paired import differ, paired_interval
 
 
 def _fmt(d: float, lo: float, hi: float) -> str:
