@@ -555,3 +555,14 @@ def test_a_check_with_mostly_equal_pairs_reads_the_conservative_interval(tmp_pat
     assert main(["claims", str(tmp_path / "runs"), "--out", str(tmp_path / "c.md")]) == 0
     text = (tmp_path / "c.md").read_text()
     assert "Check 'rare': 2 of its 6 pairs differ" in text and "Among the pairs that differ the mean is +1.50" in text
+
+
+def test_a_check_on_a_metric_the_runs_never_logged_says_so():
+    """Runs written before a metric existed (inert_groups): the check has no pairs and names the missing metric
+    rather than reading as a run that failed."""
+    base = [[0.30, 0.33, 0.35]] * 3
+    df = tidy_frame(runs({"current": base, "new": base}, train={"current": [[0.5, 0.4]] * 3, "new": [[0.3, 0.2]] * 3}))
+    r = run_check(df, higher(expect="lower", effect=0.05, measure="train_mean", metric="inert_groups"))
+    assert r["verdict"] == "too few pairs" and "the arm's runs log no `inert_groups`" in r["left_out"]
+    logged = run_check(df, higher(expect="lower", effect=0.05, measure="train_mean", metric="zero_variance_groups"))
+    assert "log no" not in logged["left_out"]

@@ -251,6 +251,9 @@ def left_out(df: pd.DataFrame, check: Check, arm: pd.Series, against: pd.Series)
         unfinished = sorted(set(runs["run"]) - set(runs.loc[runs["status"] == DONE, "run"]))
         if unfinished:
             parts.append(f"unfinished runs of the {name}: {', '.join(map(str, unfinished))}")
+    for name, spec, values in (("arm", check.arm, arm), ("comparison", check.against, against)):
+        if values.empty and check.measure in ("train_mean", "ledger") and len(_filter(df, {**check.where, **spec})):
+            parts.append(f"the {name}'s runs log no `{check.metric}` (runs written before it existed?)")
     for name, mine, other in (("arm", arm, against), ("comparison", against, arm)):
         alone = sorted(mine.index.difference(other.index))
         if alone:
