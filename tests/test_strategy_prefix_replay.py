@@ -227,3 +227,28 @@ def test_the_reasoning_model_sweep_cuts_reopd_prefixes_at_lines_only():
     assert "reopd_lines" in str(cfg.hydra.sweeper.params.strategy).split(",")
     assert list(cfg.strategy.step_ends) == ["\n"] and cfg.strategy.label == "reopd"
     assert list(compose(["+sweep=tiny_reopd", "strategy=reopd"]).strategy.step_ends) == [".", "\n"]
+
+
+def test_a_hard_prompt_whose_traces_are_too_short_to_cut_is_asked_plain_and_not_counted_as_prefixed():
+    """A 2-token trace at f = 0.4 leaves int(0.8) = 0 tokens of prefix: the prompt is asked without one, and the
+    strategy rows' prefixrl_hard_prompts (prompts being prefixed) does not count it."""
+    from replaylab.replay.base import PromptStream, StepContext
+    from replaylab.replay.prefixrl import PrefixRLConfig
+    from replaylab.types import Group, Prompt, Sample
+
+    prompts = [Prompt(f"p{i}", "q", (1,), "7") for i in range(2)]
+
+    def answers(prompt, length, rewards):
+        return Group(prompt, [Sample(prompt, torch.arange(length), torch.zeros(length), 0, "initial", False,
+                                     f"{prompt.uid}-{j}", reward=r) for j, r in enumerate(rewards)], None)
+
+    strategy = PrefixRL(PrefixRLConfig(prefix_fraction=0.4, min_fraction=0.1))
+    strategy.receive_initial([answers(prompts[0], 2, [1.0, 0.0, 0.0, 0.0]),    # hard, its only trace 2 tokens
+                              answers(prompts[1], 10, [1.0, 0.0, 0.0, 0.0])])  # hard, a 10-token trace: 4 of prefix
+    import random
+    ctx = StepContext(0, 0, 2, 4, 1, 10, PromptStream(prompts, list(range(2))), random.Random(0), None, None)
+    plan = strategy.plan(ctx)
+    assert [p.uid for p in plan.fresh] == ["p0"] and [c.prompt.uid for c in plan.continue_from] == ["p1"]
+    assert [strategy.prefixable(p.uid) for p in prompts] == [False, True]
+    metrics = strategy.observe([answers(prompts[0], 2, [0.0] * 4)], None, ctx)  # p0 asked plain, still hard
+    assert metrics["prefixrl_hard_prompts"] == 1.0  # p1 only: p0 cannot be prefixed (it counted 2 before)

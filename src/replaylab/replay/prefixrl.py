@@ -91,6 +91,11 @@ class PrefixRL(ReplayStrategy):
         f = self.fraction.get(uid, self.cfg.prefix_fraction)
         return f if f >= self.cfg.min_fraction else None
 
+    def prefixable(self, uid: str) -> bool:
+        """Hard now, with a trace long enough to cut at its fraction (a shorter one is asked plain: `plan`)."""
+        f = self.current_fraction(uid)
+        return f is not None and any(int(f * t.num_tokens) >= 1 for t in self.traces[uid])
+
     def plan(self, ctx: StepContext) -> Plan:
         fresh, cont, fractions = [], [], []
         for prompt in ctx.stream.take(ctx.prompts_per_iteration):
@@ -126,7 +131,7 @@ class PrefixRL(ReplayStrategy):
             "prefixrl_pass_rate_prefixed": _mean([g.pass_rate for g in prefixed]),
             "prefixrl_pass_rate_unprefixed": _mean([g.pass_rate for g in plain]),
             "prefixrl_trace_prompts": float(len(self.traces)),
-            "prefixrl_hard_prompts": float(sum(self.current_fraction(u) is not None for u in self.traces)),
+            "prefixrl_hard_prompts": float(sum(self.prefixable(u) for u in self.traces)),
             "prefixrl_ever_prefixed": float(len(self.ever_prefixed)),
         }
         if graduated:
