@@ -95,7 +95,7 @@ def grade_prepared(
     """
     try:
         gold_parsed = _parse_gold(gold, parsing_timeout)
-    except _GoldTimeout:  # a slow machine, not a bad gold: a timeout (scored 0, counted, never cached), so it is retried
+    except _GoldTimeout:  # a slow machine, not a bad gold: a timeout (scored 0, counted, not cached)
         return False, TIMEOUT, f"gold parse timed out after {parsing_timeout}s"
     except Exception as e:  # noqa: BLE001 - math-verify's own contract: a failed parse is "no parse"
         return False, UNPARSEABLE_GOLD, f"gold parse raised {type(e).__name__}"
