@@ -246,13 +246,12 @@ def left_out(df: pd.DataFrame, check: Check, arm: pd.Series, against: pd.Series)
     only one arm has. A strategy that fails on hard data orders must not be compared silently on the
     orders it survived."""
     parts = []
-    for name, spec in (("arm", check.arm), ("comparison", check.against)):
+    for name, spec, values in (("arm", check.arm, arm), ("comparison", check.against, against)):
         runs = _filter(df, {**check.where, **spec})
         unfinished = sorted(set(runs["run"]) - set(runs.loc[runs["status"] == DONE, "run"]))
         if unfinished:
             parts.append(f"unfinished runs of the {name}: {', '.join(map(str, unfinished))}")
-    for name, spec, values in (("arm", check.arm, arm), ("comparison", check.against, against)):
-        if values.empty and check.measure in ("train_mean", "ledger") and len(_filter(df, {**check.where, **spec})):
+        if values.empty and check.measure in ("train_mean", "ledger") and len(runs):
             parts.append(f"the {name}'s runs log no `{check.metric}` (runs written before it existed?)")
     for name, mine, other in (("arm", arm, against), ("comparison", against, arm)):
         alone = sorted(mine.index.difference(other.index))
