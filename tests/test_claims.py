@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -284,7 +285,7 @@ def test_a_check_whose_pairs_are_mostly_equal_says_so_and_a_not_uniform_claim_st
     assert "| 4 (1 differ) |" in text
     assert "Check 'rare': 1 of its 4 pairs differ" in text and "undercovers" in text
     assert "Check 'every order'" not in text and "| 4 (" not in text.split("| every order")[1].splitlines()[0]
-    assert "Its 2 checks are read without a multiplicity correction" in text
+    assert "Per check, its 2 checks are read without a multiplicity correction" in text
 
 
 def test_a_check_names_the_runs_it_leaves_out(tmp_path, monkeypatch):
@@ -449,7 +450,8 @@ def test_a_not_uniform_claim_reads_its_checks_as_for_or_against_it(tmp_path, mon
     text = out.read_text()
     assert "verdict **contradicted**" in text
     checks = text.split("### Demo: new is not uniformly better")[1]
-    assert checks.count("higher (against the claim)") == 2 and "| reproduced" not in checks
+    # both checks, each in its per-check and its family-wise column (a 5-point gain survives m = 2)
+    assert checks.count("higher (against the claim)") == 4 and "| reproduced" not in checks
     assert check_reading(uniform, uniform.checks[0], "contradicted") == ("not higher (for the claim)", "for")
     assert check_reading(uniform, uniform.checks[0], "inconclusive") == ("inconclusive", None)
     plain = Claim("Demo", "new beats current", "demo", (higher(),))
@@ -566,3 +568,80 @@ def test_a_check_on_a_metric_the_runs_never_logged_says_so():
     assert r["verdict"] == "too few pairs" and "the arm's runs log no `inert_groups`" in r["left_out"]
     logged = run_check(df, higher(expect="lower", effect=0.05, measure="train_mean", metric="zero_variance_groups"))
     assert "log no" not in logged["left_out"]
+
+
+def wrong_calls(gain: float, checks: int, pairs: int, trials: int, level: float, seed: int = 0) -> float:
+    """How often a report of `checks` "higher" checks (effect 3 points, each a true gain of `gain`, paired
+    spread 1.6 over `pairs` orders) makes at least one wrong call when each is read at `level`: a gain below 3
+    read as reproduced when it is 0, or a true gain of 3 or more read as contradicted."""
+    from replaylab.results.paired import minimum_detectable_effect, paired_interval
+
+    rng = np.random.default_rng(seed)
+    alpha = 1 - level
+    mde_per_sd = minimum_detectable_effect(1.0, pairs, alpha=alpha)
+    wrong = 0
+    for _ in range(trials):
+        verdicts = []
+        for _ in range(checks):
+            _, s, lo, hi, _ = paired_interval(list(rng.normal(gain, 1.6, pairs)), level)
+            verdicts.append(check_verdict("higher", lo, hi, mde_per_sd * s, 3.0))
+        bad = "reproduced" if gain == 0 else "contradicted"
+        wrong += bad in verdicts
+    return wrong / trials
+
+
+def test_the_family_wise_reading_bounds_a_reports_wrong_calls_and_keeps_power():
+    """Twenty checks at 95% each (a claims report's size): with no gain anywhere, some check reads reproduced in
+    about 40% of reports (1 - 0.975^20). Read at 1 - 0.05/20 (Bonferroni), at most 5%. And it has power: a true
+    6-point gain at 8 orders still reads reproduced family-wise in most checks. (A true gain of the effect read
+    as contradicted is the other wrong call; at this spread it is rare in either reading.)"""
+    from replaylab.results.paired import minimum_detectable_effect, paired_interval
+
+    per_check, family = 0.95, 1 - 0.05 / 20
+    assert wrong_calls(0.0, 20, 8, 400, per_check) > 0.25
+    assert wrong_calls(0.0, 20, 8, 400, family) <= 0.05
+    assert wrong_calls(3.0, 20, 8, 400, family) <= wrong_calls(3.0, 20, 8, 400, per_check) <= 0.05
+    rng = np.random.default_rng(1)
+    seen = 0
+    for _ in range(400):
+        _, s, lo, hi, _ = paired_interval(list(rng.normal(6.0, 1.6, 8)), family)
+        seen += check_verdict("higher", lo, hi, minimum_detectable_effect(s, 8, alpha=0.05 / 20), 3.0) == "reproduced"
+    assert seen / 400 > 0.8, seen / 400
+
+
+def test_the_claims_report_reads_each_check_family_wise(tmp_path, monkeypatch):
+    """Through `replaylab claims`: five checks with pairs. A modest gain (+2.5 [+0.45, +4.55] over four orders)
+    is reproduced per check but not family-wise (its 99% interval covers 0); a large one (about +11 points)
+    is reproduced in both readings; a precise small one (+1 point) is a gain per check and, family-wise, no
+    established gain with 3 points ruled out (contradicted), which the report explains; an arm without runs
+    adds nothing to the family."""
+    from replaylab.results import tiny_claims
+
+    base = [[0.30, 0.33, 0.35], [0.31, 0.34, 0.36], [0.29, 0.30, 0.31], [0.30, 0.36, 0.40]]
+    modest = [[b[0], b[1], b[2] + d / 100] for b, d in zip(base, (2, 4, 1, 3))]
+    large = [[b[0], b[1] + 0.1, b[2] + d / 100] for b, d in zip(base, (10, 11, 10, 12))]
+    small = [[b[0], b[1], b[2] + d / 100] for b, d in zip(base, (0.5, 1.5, 1.0, 1.0))]
+    write_sweep(tmp_path / "runs" / "demo", runs({"current": base, "modest": modest, "large": large, "small": small}))
+    arm = {name: Check(name, {"strategy": name}, {"strategy": "current"}, "higher", 3.0)
+           for name in ("modest", "large", "small")}
+    claims = (Claim("Demo", "modest beats current", "demo", (arm["modest"],)),
+              Claim("Demo", "large beats current", "demo", (arm["large"], replace(arm["large"], label="first",
+                                                                                    update="first"))),
+              Claim("Demo", "small beats current", "demo", (arm["small"],)),
+              Claim("Demo", "modest is not lower", "demo", (replace(arm["modest"], label="not lower", expect="not_higher"),)),
+              Claim("Demo", "ghost beats current", "demo",
+                    (Check("ghost", {"strategy": "ghost"}, {"strategy": "current"}, "higher", 3.0),)))
+    monkeypatch.setattr(tiny_claims, "CLAIMS", claims)
+    monkeypatch.setattr(tiny_claims, "CONTROLS", {"demo": "current"})
+    out = tmp_path / "claims.md"
+    assert main(["claims", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "the report's 5 checks with an interval" in text and "1 - 0.05/5 (99.00% intervals" in text
+    summary = {line.split("|")[2].strip(): [c.strip() for c in line.split("|")[4:6]]
+               for line in text.split("## Known-effect controls")[0].splitlines() if line.startswith("| Demo")}
+    assert summary["modest beats current"] == ["reproduced", "inconclusive"]
+    assert summary["large beats current"] == ["reproduced", "reproduced"]
+    assert summary["ghost beats current"] == ["too few pairs", "too few pairs"]
+    assert summary["small beats current"] == ["reproduced", "contradicted"]
+    assert "Check 'small' reads reproduced per check and contradicted family-wise" in text
+    assert "verdict **reproduced** (family-wise: inconclusive)" in text

@@ -27,14 +27,35 @@ def _fmt(d: float, lo: float, hi: float) -> str:
     return f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" if not math.isnan(lo) else (f"{d:+.2f}" if math.isfinite(d) else "-")
 
 
-def evaluate_claims(frames: dict[str, Any], claims: tuple[Claim, ...]) -> list[dict[str, Any]]:
-    """One record per claim: its checks' results and its verdict (claims whose sweep has no frame: not run)."""
+FAMILY_ALPHA = 0.05  # the report's family-wise error rate: the chance that any verdict it prints is wrong
+
+
+def evaluate_claims(frames: dict[str, Any], claims: tuple[Claim, ...], family_alpha: float = FAMILY_ALPHA
+                    ) -> list[dict[str, Any]]:
+    """One record per claim: its checks' results and its verdict (claims whose sweep has no frame: not run).
+
+    Each check is also read family-wise: again at level 1 - family_alpha / m, with the MDE at that alpha, where
+    m counts the report's checks with an interval (two pairs or more). By Bonferroni all m intervals then cover
+    together with probability at least 1 - family_alpha, so the chance that any family-wise verdict is wrong
+    (a null read as reproduced, a real effect as contradicted) is at most family_alpha, whatever the checks'
+    correlation. A report of ~25 checks at 95% each makes about one wrong call by chance; the family-wise
+    column says which verdicts survive that. Its price is power (at three orders the t quantile grows from
+    4.3 to over 20), so it is a second reading beside the per-check one, not a replacement."""
     out = []
     for claim in claims:
         df = frames.get(claim.sweep)
         results = [run_check(df, c) for c in claim.checks] if df is not None else []
         out.append({"claim": claim, "checks": results,
                     "verdict": claim_verdict(claim, [r["verdict"] for r in results])})
+    family = sum(r["n_pairs"] >= 2 for rec in out for r in rec["checks"])
+    each = family_alpha / max(family, 1)
+    for rec in out:
+        claim = rec["claim"]
+        for check, r in zip(claim.checks, rec["checks"]):
+            r["familywise"] = (run_check(frames[claim.sweep], check, level=1 - each, alpha=each)["verdict"]
+                               if r["n_pairs"] >= 2 else r["verdict"])
+        rec["familywise"] = claim_verdict(claim, [r["familywise"] for r in rec["checks"]])
+        rec["family"] = family
     return out
 
 
@@ -129,9 +150,17 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
              "budget-axes sweeps). A claim whose sweep "
              "did not detect its own known-effect control is marked in the summary: that sweep failed its own check, "
              "so read its verdicts with the control's row below.", ""]
+    family = max((r.get("family", 0) for r in records), default=0)
+    if family:
+        lines += [f"At 95% each, the report's {family} checks with an interval make about {0.05 * family:.1f} wrong "
+                  "calls by chance. The family-wise columns read every check again at level "
+                  f"1 - 0.05/{family} ({100 * (1 - 0.05 / family):.2f}% intervals, the MDE at that alpha; "
+                  "Bonferroni): the chance that any family-wise verdict is wrong is at most 5%. They cost power, so "
+                  "a verdict that holds only per check is one to confirm with more data orders.", ""]
     control = control_by_sweep(controls)
     summary = [{"paper": r["claim"].paper, "claim": r["claim"].statement, "sweep": r["claim"].sweep,
-                "verdict": r["verdict"], "sweep's control": control.get(r["claim"].sweep, "-")} for r in records]
+                "verdict": r["verdict"], "family-wise": r.get("familywise", r["verdict"]),
+                "sweep's control": control.get(r["claim"].sweep, "-")} for r in records]
     lines += ["## Summary", "", md_table(summary), ""]
     lines += ["## Known-effect controls", ""]
     if controls:
@@ -146,13 +175,15 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
     for i, rec in enumerate(records):
         claim = rec["claim"]
         lines += [f"### {claim.paper}: {claim.statement}", "",
-                  f"sweep `{claim.sweep}`; verdict **{rec['verdict']}**", ""]
+                  f"sweep `{claim.sweep}`; verdict **{rec['verdict']}** (family-wise: {rec.get('familywise', '-')})",
+                  ""]
         if claim.combine == "not_uniform":
             lines += ["Each check tests its expectation (the first arm better); the claim (not uniformly better) holds "
                       "when some check finds the opposite, is contradicted when every check finds the expectation, and "
-                      f"is inconclusive otherwise. Its {len(claim.checks)} checks are read without a multiplicity "
+                      f"is inconclusive otherwise. Per check, its {len(claim.checks)} checks are read without a multiplicity "
                       "correction: with every check a true gain of exactly the effect, the claim reads reproduced by "
-                      "chance in about 4-10% of sweeps, depending on the spread (docs/testbed.md).", ""]
+                      "chance in about 4-10% of sweeps, depending on the spread (docs/testbed.md). The family-wise "
+                      "column reads them with one.", ""]
         if claim.note:
             lines += [f"Note: {claim.note}", ""]
         if not rec["checks"]:
@@ -162,7 +193,9 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
                  "difference [95% CI]": _fmt(r["diff"], r["ci_low"], r["ci_high"]), "pairs": _pairs(r["diffs"]),
                  "MDE": f"{r['mde']:.2f}" if math.isfinite(r["mde"]) else "-",
                  "comparison mean": f"{r['against_mean']:.2f}" if math.isfinite(r["against_mean"]) else "-",
-                 "verdict": check_reading(claim, c, r["verdict"])[0]} for c, r in zip(claim.checks, rec["checks"])]
+                 "verdict": check_reading(claim, c, r["verdict"])[0],
+                 "family-wise": check_reading(claim, c, r.get("familywise", r["verdict"]))[0]}
+                for c, r in zip(claim.checks, rec["checks"])]
         lines += [md_table(rows), ""]
         lines += [f"Check '{c.label}': {differ(r['diffs'])} of its {len(r['diffs'])} pairs differ, the "
                   "rest are exactly equal (an arm that never left the comparison's path, or both arms censored). A "
@@ -171,6 +204,11 @@ def report_markdown(records: list[dict[str, Any]], controls: list[dict[str, Any]
                   "times their mean (t), each at 97.5%, and the verdict reads it (docs/testbed.md). Among the pairs "
                   f"that differ the mean is {_among(r['diffs'])}.\n"
                   for c, r in zip(claim.checks, rec["checks"]) if r.get("zero_inflated")]
+        lines += [f"Check '{c.label}' reads {r['verdict']} per check and {r['familywise']} family-wise: both intervals "
+                  f"exclude the effect that matters ({c.effect:g}); the narrower one excludes 0 as well (a difference "
+                  "in the expected direction, smaller than that effect), the wider one does not (no difference "
+                  "established, and one of that size ruled out).\n" for c, r in zip(claim.checks, rec["checks"])
+                  if {r["verdict"], r.get("familywise")} == {"reproduced", "contradicted"}]
         lines += [f"Check '{c.label}' leaves out {r['left_out']}.\n" for c, r in zip(claim.checks, rec["checks"])
                   if r.get("left_out")]
         if i in figures:

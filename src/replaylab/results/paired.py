@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 def paired_interval(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float, float, float, int]:
     """(mean, sd, ci_low, ci_high, n) of paired differences; no interval for n < 2."""
+    import numpy as np
     from scipy import stats
 
     n = len(diffs)
@@ -41,7 +42,9 @@ def paired_interval(diffs: Sequence[float], level: float = 0.95) -> tuple[float,
     mean = float(sum(diffs) / n)
     if n < 2:
         return mean, math.nan, math.nan, math.nan, n
-    sd = float(stats.tstd(diffs))
+    # numpy's two-pass sd: scipy's tstd warns of precision loss whenever all differences are nearly equal (an
+    # exact count such as the ledger's rollouts, read through floats), where the sd is correctly about 0
+    sd = float(np.std(diffs, ddof=1))
     half = float(stats.t.ppf((1 + level) / 2, n - 1)) * sd / math.sqrt(n)
     return mean, sd, mean - half, mean + half, n
 
