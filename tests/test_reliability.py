@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,6 +103,48 @@ def test_short_rows_are_refused_with_their_line_then_rebuilt_on_request(run_trai
     assert not (path / "done.json").exists()
     run_train(overrides + ["resume_rows=rebuild"])
     assert comparable(load_rows(path)) == comparable(full)
+
+
+def test_rows_past_checkpoints_that_are_gone_are_refused_not_truncated(run_train):
+    """A run whose checkpoints were deleted (the done marker removed too) must not start over: that would
+    truncate rows no checkpoint can restore. A pointer to a checkpoint that is gone is refused, naming it; with
+    the whole folder gone, rows past the first checkpoint's update are refused, naming rows.jsonl; the file is
+    untouched. A run killed before its first checkpoint still starts over and writes the same rows."""
+    from replaylab.results.rows import RowsMismatch
+    from replaylab.storage import CorruptCheckpoint
+
+    overrides, path, full = _interrupted_run(run_train)
+    before = (path / "rows.jsonl").read_text()
+    for ckpt in (path / "checkpoints").glob("update_*.pt"):
+        ckpt.unlink()
+    with pytest.raises(CorruptCheckpoint, match="names update_0000004.pt, which does not exist, and no other"):
+        run_train(overrides)
+    shutil.rmtree(path / "checkpoints")
+    with pytest.raises(RowsMismatch, match=r"rows.jsonl:\d+: a row at update 2, at or past update 2 where this run "
+                                           "writes its first checkpoint"):
+        run_train(overrides)
+    assert (path / "rows.jsonl").read_text() == before and not (path / "done.json").exists()
+    # killed before its first checkpoint (rows of update 1 at most): starting over is right, and exact
+    early = [line for line in before.splitlines(keepends=True) if json.loads(line)["update"] < 2]
+    (path / "rows.jsonl").write_text("".join(early))
+    run_train(overrides)
+    assert comparable(load_rows(path)) == comparable(full)
+
+
+def test_a_garbled_done_marker_is_named_by_train_and_show(tmp_path):
+    """A torn done.json: the train CLI (which skips finished runs) exits 4 naming the file, not with a traceback,
+    and so does `replaylab show` (exit 2); a marker that is valid JSON but not an object too."""
+    root, extra = tmp_path / "runs", ["budget.max_updates=2"]
+    subprocess.run(train_cmd(root, extra), check=True, capture_output=True)
+    run = only_run(root)
+    for garbled in ('{"update": 2,', "[]"):
+        (run / "done.json").write_text(garbled)
+        r = subprocess.run(train_cmd(root, extra), capture_output=True, text=True, check=False)
+        assert r.returncode == 4 and f"{run / 'done.json'}: not a JSON object" in r.stderr, r.stderr[-2000:]
+        assert "Traceback" not in r.stderr
+        s = subprocess.run([sys.executable, "-m", "replaylab.cli.main", "show", str(run)], capture_output=True,
+                           text=True, check=False)
+        assert s.returncode == 2 and f"{run / 'done.json'}: not a JSON object" in s.stderr, s.stderr[-2000:]
 
 
 def test_sigkill_right_after_the_rows_rewrite_loses_nothing(tmp_path):

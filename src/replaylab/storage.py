@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import shutil
@@ -34,6 +35,25 @@ class CorruptCheckpoint(RuntimeError):
 
 class UnsafeCheckpoint(RuntimeError):
     pass
+
+
+class CorruptDoneMarker(ValueError):
+    """A run's done.json is not a JSON object (torn, hand-edited): the message names the file."""
+
+
+def read_done_marker(marker: Path) -> dict:
+    """A run's done marker (done.json) as a dict, or an error naming the file: every reader (the train CLI's
+    skip, `replaylab show`, the tables) goes through here, so a damaged marker is one clear error everywhere."""
+    try:
+        value = json.loads(marker.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        value, why = None, str(exc)
+    else:
+        why = f"a JSON {type(value).__name__}"
+    if not isinstance(value, dict):
+        raise CorruptDoneMarker(f"{marker}: not a JSON object ({why}); it is the run's done marker: "
+                                "remove it and re-run the run to rewrite it")
+    return value
 
 
 def _fsync_dir(path: Path) -> None:

@@ -24,10 +24,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 2
     try:
         rows = read_rows(rows_path)
-    except ValueError as e:  # names the file and line
+        report = run_report(run, rows, run_status(run))
+    except ValueError as e:  # names the file and line (rows.jsonl, or a damaged done.json)
         print(f"replaylab show: {e}", file=sys.stderr)
         return 2
-    print(run_report(run, rows, run_status(run)))
+    print(report)
     figure = Path(args.figure) if args.figure else run / "accuracy.png"
     ident = rows[0] if rows else {}
     written = accuracy_figure(rows, figure, f"{run.name}: {ident.get('strategy', '?')}, order {ident.get('order', '?')}")

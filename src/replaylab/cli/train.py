@@ -10,7 +10,6 @@ problem (rows that do not match the checkpoint, unreadable or unsafe checkpoints
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 
@@ -57,7 +56,9 @@ def train(cfg: DictConfig) -> dict:
 
 
 def _skip(path) -> dict:
-    summary = json.loads((path / "done.json").read_text())
+    from replaylab.storage import read_done_marker
+
+    summary = read_done_marker(path / "done.json")
     log.info("replaylab: %s is already done (update %s); skipping (replaylab show %s)", path, summary.get("update"), path)
     return summary
 
@@ -119,7 +120,7 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
 @hydra.main(version_base=None, config_path=conf_dir(), config_name="config")
 def main(cfg: DictConfig) -> dict:
     from replaylab.results.rows import RowsMismatch
-    from replaylab.storage import CorruptCheckpoint, StorageError, UnsafeCheckpoint
+    from replaylab.storage import CorruptCheckpoint, CorruptDoneMarker, StorageError, UnsafeCheckpoint
     from replaylab.training.components import TrainingDiverged
     from replaylab.training.dynamic_sampling import DynamicSamplingExhausted
     from replaylab.training.run_lock import RunDirectoryBusy
@@ -130,7 +131,7 @@ def main(cfg: DictConfig) -> dict:
         (ConfigError, "invalid config: ", 2),
         (RunDirectoryBusy, "", 3),
         # the run directory or its disk: nothing already written is lost
-        ((RowsMismatch, CorruptCheckpoint, UnsafeCheckpoint, UnsafePointer, StorageError), "", 4),
+        ((RowsMismatch, CorruptCheckpoint, CorruptDoneMarker, UnsafeCheckpoint, UnsafePointer, StorageError), "", 4),
         (TrainingDiverged, "training diverged: ", 5),
         (DynamicSamplingExhausted, "training stopped: ", 5),
     ]

@@ -13,13 +13,13 @@ config rather than the rows' identity columns.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from replaylab.results.rows import read_rows
+from replaylab.storage import read_done_marker
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -103,11 +103,7 @@ def ended_by(run_dir: Path) -> str | None:
     marker = run_dir / "done.json"
     if not marker.exists():
         return None
-    try:
-        value = json.loads(marker.read_text()).get("ended_by")
-    except (json.JSONDecodeError, AttributeError) as exc:
-        raise ValueError(f"{marker}: not a JSON object ({exc}); it is the run's done marker: "
-                         "remove it and re-run the run to rewrite it") from exc
+    value = read_done_marker(marker).get("ended_by")
     return str(value) if value is not None else None
 
 

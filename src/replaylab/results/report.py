@@ -6,10 +6,11 @@ Accuracy is avg@k in percent; the suite mean (`tiny8/mean`, `math8/mean`) leads,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from replaylab.storage import read_done_marker
 
 ACCURACY = "avg@k"
 
@@ -106,7 +107,7 @@ def branch_line(run_dir: Path) -> str:
     """For a run that started from a sibling's checkpoint (training/branch.py): whose, and that the
     ledger above counts that run's updates and seconds up to there."""
     done = run_dir / "done.json"
-    donor = json.loads(done.read_text()).get("branched_from") if done.is_file() else None
+    donor = read_done_marker(done).get("branched_from") if done.is_file() else None
     if not donor:
         return ""
     run, update = donor.rsplit("@", 1)

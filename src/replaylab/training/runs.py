@@ -80,6 +80,31 @@ def checkpoint_updates(every: int, per_iteration: int, end: int) -> list[int]:
     return due if due and due[-1] == end else due + [end]
 
 
+def rows_without_checkpoint(path: Path, first_checkpoint: int) -> str | None:
+    """Why a run directory with no checkpoint to resume from must not start over, or None.
+
+    Starting over truncates rows.jsonl. That is right for a run killed before its first checkpoint (its
+    rows are written again, identically), but rows at or past the update where the run writes its first
+    checkpoint mean checkpoints were written and are gone (deleted to save disk, or with the done marker
+    by hand): starting over would throw away rows no checkpoint can restore. A line that is not JSON (a
+    torn last write) is passed over here; the rows check on resume names it."""
+    rows = path / "rows.jsonl"
+    if not rows.is_file():
+        return None
+    with open(rows, encoding="utf-8", errors="replace") as f:
+        for line_no, line in enumerate(f, start=1):
+            try:
+                update = json.loads(line).get("update")
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            if isinstance(update, int) and update >= first_checkpoint:
+                return (f"{rows}:{line_no}: a row at update {update}, at or past update {first_checkpoint} where this "
+                        f"run writes its first checkpoint, yet {path / 'checkpoints'} holds none to resume from: "
+                        "starting over would truncate rows no checkpoint can restore. Move rows.jsonl aside (or "
+                        "remove the run directory) to train it again from update 0")
+    return None
+
+
 def save_checkpoint(path: Path, update: int, state: dict, keep: int) -> Path:
     """Write `state` as checkpoint `update`, atomically; keep the last `keep` checkpoints."""
     ckpt_root = path / "checkpoints"

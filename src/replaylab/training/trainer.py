@@ -20,7 +20,7 @@ from replaylab import parallel as D
 from replaylab.objectives import Scorers
 from replaylab.replay.base import GradientReading, StepContext, UpdateStats
 from replaylab.results.report import eval_line
-from replaylab.results.rows import RowWriter
+from replaylab.results.rows import RowsMismatch, RowWriter
 from replaylab.storage import CorruptCheckpoint
 from replaylab.training.branch import Branch, branch_state
 from replaylab.training.budget import Ledger, budgets_reached, ended_by
@@ -38,9 +38,11 @@ from replaylab.training.shared import SharedWork
 from replaylab.training.runs import (
     checkpoint_candidates,
     checkpoint_due,
+    checkpoint_updates,
     load_checkpoint,
     mark_done,
     prune_checkpoints,
+    rows_without_checkpoint,
     save_checkpoint,
     write_latest,
 )
@@ -154,7 +156,20 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         if found:
             raise CorruptCheckpoint(f"no readable checkpoint in {self.run_dir / 'checkpoints'} "
                                     f"({', '.join(p.name for p in found)}); remove the run directory to start over")
+        if notes:  # a pointer to a checkpoint that is gone, and no other: one was written, so do not start over
+            raise CorruptCheckpoint(f"{notes[0]}, and no other checkpoint is left; remove the run directory to "
+                                    "start over")
         return False
+
+    def refuse_lost_rows(self, start: int) -> None:
+        """Before rows.jsonl is rewritten from update `start` (0, or a branch point): refuse when it holds rows
+        at or past the first checkpoint the run writes after `start` (training.runs.rows_without_checkpoint)."""
+        t = self.cfg.trainer
+        due = checkpoint_updates(t.checkpoint_every, t.updates_per_iteration, self.cfg.budget.max_updates)
+        first = next((u for u in due if u > start), due[-1])
+        refusal = D.broadcast_object(rows_without_checkpoint(self.run_dir, first) if D.is_main() else None)
+        if refusal:
+            raise RowsMismatch(refusal)
 
     # ----------------------------------------------------------------- loop
     def context(self) -> StepContext:
@@ -172,7 +187,8 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         if found is None:
             return False
         state, rows = found
-        self.rows.restore(state["rows"], state["rows_text"], rebuild=True)  # the run directory has no rows yet
+        self.refuse_lost_rows(branch.update)
+        self.rows.restore(state["rows"], state["rows_text"], rebuild=True)  # rows of a start killed early at most
         self.load_state_dict(state)
         for mirror in self.rows.mirrors:
             mirror.log_rows(rows)
@@ -186,6 +202,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         resumed = self.resume() or any(self.start_from(b) for b in branches)
         self.ledger.start_clock()
         if not resumed:
+            self.refuse_lost_rows(0)
             self.rows.truncate(0)
             self.draw_probe()
             if self.cfg.eval.at_start:
