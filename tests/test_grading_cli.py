@@ -114,9 +114,36 @@ def test_malformed_lines_are_kept_and_named(tmp_path, capsys):
     assert f"{src}:7: `response` missing" in graded[5]["message"]
     for lineno in (2, 3, 4, 7):
         assert f"{src}:{lineno}:" in captured.err
-    # Accuracy excludes error and unparseable_gold rows: 2 correct of 2 scored.
+    # Accuracy excludes malformed lines (status error) and unparseable_gold rows: 2 correct of 2 scored.
     assert "accuracy 1.0000 (2/2 scored, 7 rows)" in captured.out
     assert "b1" in captured.out and "b2" in captured.out
+
+
+def test_a_grading_error_on_a_response_counts_as_wrong_as_in_the_evaluator(tmp_path, capsys, monkeypatch):
+    """A response the grader fails on (its worker died on it: injected here into the real Grader's results)
+    stays in the accuracy's denominator, as the evaluator scores it 0; a malformed line (no response to grade)
+    and an unparseable gold stay out. Before, the error left the denominator and the CLI read 2/2 = 1.0 where
+    the evaluator reads 2/3."""
+    from replaylab.grading import ERROR, GradeResult, Grader
+
+    class CrashOnBoom(Grader):
+        def grade(self, pairs, truncated=None):
+            real = super().grade(pairs, truncated=truncated)
+            return [GradeResult(False, ERROR, "grading worker died (exit code -9)") if "boom" in resp else r
+                    for (resp, _), r in zip(pairs, real)]
+
+    monkeypatch.setattr(cli_grade, "Grader", CrashOnBoom)
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    _write_jsonl(src, [
+        {"id": "a", "response": "\\boxed{2}", "gold": "2"},
+        {"id": "b", "response": "\\boxed{5}", "gold": "5"},
+        {"id": "c", "response": "boom \\boxed{7}", "gold": "7"},
+        "{not json\n",
+        {"id": "g", "response": "\\boxed{3}", "gold": "\\text{}"},
+    ])
+    assert cli_grade.main([str(src), "--out", str(out), "--workers", "1"]) == 1
+    assert [r["status"] for r in _read_jsonl(out)] == ["ok", "ok", "error", "error", "unparseable_gold"]
+    assert "accuracy 0.6667 (2/3 scored, 5 rows)" in capsys.readouterr().out
 
 
 def test_missing_input_file(tmp_path, capsys):

@@ -131,12 +131,12 @@ def run(args: argparse.Namespace) -> int:
     with grader, out:
         for batch in _batches(_read_rows(args.input), _BATCH_ROWS):
             malformed += sum(problem is not None for _, _, problem in batch)
-            for row in _grade_batch(grader, batch, args.input):
+            for (_, _, problem), row in zip(batch, _grade_batch(grader, batch, args.input)):
                 # ASCII-only JSON: no raw U+2028/U+0085 that line splitters take for newlines, and
                 # undecodable input bytes (kept as surrogates) round-trip as escapes.
                 out.write(json.dumps(row) + "\n")
                 graded.append({"correct": row["correct"], "status": row["status"],
-                               "benchmark": row.get("benchmark")})
+                               "benchmark": row.get("benchmark"), "malformed": problem is not None})
     os.replace(partial, target)
     print(format_summary(*summarize(graded)))
     if malformed:

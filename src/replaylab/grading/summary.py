@@ -1,8 +1,11 @@
 """Tally graded rows: counts per status and accuracy, overall and per benchmark.
 
-Accuracy excludes `unparseable_gold` and `error` rows from its denominator: neither says anything
-about the model (an unparseable gold is skipped, not scored 0).
-Timeouts and missing answers do count as wrong, as they do in training rewards.
+Accuracy excludes `unparseable_gold` rows and malformed input lines (rows flagged `malformed`: no
+response to grade) from its denominator: neither says anything about the model (an unparseable gold
+is skipped, not scored 0). Timeouts, missing answers and grading errors on a well-formed response (the
+parser raised on the model's output, a worker died on it) count as wrong, as they do in the evaluator
+(evaluation/summary.py) and in training rewards: a response that breaks the grader must not leave the
+denominator (before 2026-12-07 it did, and the CLI's accuracy read higher than the evaluator's).
 """
 
 from __future__ import annotations
@@ -10,25 +13,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from replaylab.grading.result import ERROR, STATUSES, UNPARSEABLE_GOLD
-
-_UNSCORED = (UNPARSEABLE_GOLD, ERROR)
+from replaylab.grading.result import STATUSES, UNPARSEABLE_GOLD
 
 
 @dataclass
 class Tally:
     rows: int = 0
     correct: int = 0
+    unscored: int = 0  # unparseable golds and malformed input lines
     statuses: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATUSES, 0))
 
-    def add(self, correct: bool, status: str) -> None:
+    def add(self, correct: bool, status: str, malformed: bool = False) -> None:
         self.rows += 1
         self.correct += bool(correct)
         self.statuses[status] = self.statuses.get(status, 0) + 1
+        self.unscored += bool(malformed) or status == UNPARSEABLE_GOLD
 
     @property
     def scored(self) -> int:
-        return self.rows - sum(self.statuses.get(s, 0) for s in _UNSCORED)
+        return self.rows - self.unscored
 
     @property
     def accuracy(self) -> float | None:
@@ -43,10 +46,10 @@ def summarize(rows: Iterable[dict]) -> tuple[Tally, dict[str, Tally]]:
     """Overall tally and one per `benchmark` value (rows without one are only in the overall)."""
     overall, per_benchmark = Tally(), {}
     for row in rows:
-        overall.add(row["correct"], row["status"])
+        overall.add(row["correct"], row["status"], row.get("malformed", False))
         bench = row.get("benchmark")
         if isinstance(bench, str) and bench:
-            per_benchmark.setdefault(bench, Tally()).add(row["correct"], row["status"])
+            per_benchmark.setdefault(bench, Tally()).add(row["correct"], row["status"], row.get("malformed", False))
     return overall, per_benchmark
 
 
@@ -60,5 +63,6 @@ def format_summary(overall: Tally, per_benchmark: dict[str, Tally]) -> str:
 
     out = [line("all", overall)]
     out += [line(name, per_benchmark[name]) for name in sorted(per_benchmark)]
-    out.append("accuracy = correct / scored; unparseable_gold and error rows are not scored")
+    out.append("accuracy = correct / scored; unparseable_gold rows and malformed lines are not scored; a grading "
+               "error on a response counts as wrong, as in the evaluator")
     return "\n".join(out)
