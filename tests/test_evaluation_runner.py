@@ -14,7 +14,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from replaylab.evaluation.benchmarks import Benchmark, BenchmarkItem, get_benchmarks
-from replaylab.evaluation.runner import evaluate_benchmarks, render_question
+from replaylab.evaluation.runner import evaluate_benchmarks, problem_subset, render_question
 from replaylab.evaluation.summary import METRICS
 from replaylab.models.tiny_tokenizer import build_tiny_tokenizer
 from replaylab.rollout.base import SamplingParams
@@ -89,8 +89,9 @@ def _rows(rows, benchmark):
 
 def test_half_right_scores_exactly_half(tok):
     benches = get_benchmarks(["tiny8/add2", "tiny8/mul"])
-    right = {it.id for b in benches for it in b.items[:10:2]}  # 5 of the first 10 of each set
-    truncated = {benches[0].items[1].id}
+    chosen = [problem_subset(b, 10) for b in benches]  # the 10 problems max_problems=10 evaluates
+    right = {it.id for items in chosen for it in items[::2]}  # 5 of the 10 of each set
+    truncated = {chosen[0][1].id}
     gen = ScriptedGenerator(tok, right, truncated)
     params = SamplingParams(max_new_tokens=32, temperature=1.0)
     records, rows = evaluate_benchmarks(
@@ -100,7 +101,7 @@ def test_half_right_scores_exactly_half(tok):
     assert len(records) == 2 * 10 * 3
     assert set(records[0]) >= {"benchmark", "id", "sample", "response", "correct", "status", "num_tokens", "truncated"}
     assert [r["sample"] for r in records[:3]] == [0, 1, 2]
-    assert records[0]["response"] == f"So \\boxed{{{benches[0].items[0].answer}}}"  # EOS skipped
+    assert records[0]["response"] == f"So \\boxed{{{chosen[0][0].answer}}}"  # EOS skipped
     assert sum(r["correct"] for r in records) == 30
 
     assert len(rows) == 3 * len(METRICS)
@@ -135,7 +136,7 @@ def test_half_right_scores_exactly_half(tok):
     assert len(gen.calls) == 1
     prompts, sent, seed = gen.calls[0]
     assert (sent.n, sent.temperature, sent.max_new_tokens, seed) == (3, 1.0, 32, 5)
-    first = benches[0].items[0]
+    first = chosen[0][0]
     assert prompts[0].uid == first.id and prompts[0].answer == first.answer
     assert prompts[0].text == f"<|im_start|>user\n{first.question}<|im_end|>\n<|im_start|>assistant\n"
     assert list(prompts[0].token_ids) == tok(prompts[0].text, add_special_tokens=False)["input_ids"]
@@ -282,10 +283,27 @@ def test_truncated_responses_are_graded_by_a_complete_box_only(tok):
             return groups
 
     bench = get_benchmarks(["tiny8/add2"])
-    uids = [item.id for item in bench[0].items[:4]]
+    uids = [item.id for item in problem_subset(bench[0], 4)]
     gen = Unboxed(tok, right=set(), truncate=set(uids[:2]))
     with Grader(num_workers=1) as grader:
         records, _ = evaluate_benchmarks(gen, tok, bench, SamplingParams(max_new_tokens=32, temperature=0.0), grader,
                                          instruction="", enable_thinking=False, seed=0, max_problems=4)
     assert [(r["truncated"], r["correct"], r["status"]) for r in records] == \
         [(True, False, "no_answer")] * 2 + [(False, True, "ok")] * 2
+
+
+def test_max_problems_evaluates_a_hashed_sample_not_a_files_first_rows(tok):
+    """A benchmark ordered by difficulty (an AIME file runs by problem number): max_problems=10 of 100 took
+    the 10 easiest; now a fixed sample spread over the file, the same on every call and seed, nested, in file
+    order, and through evaluate_benchmarks the problems evaluated are that sample."""
+    items = tuple(BenchmarkItem(f"ordered-{i:03d}", f"{i}+0=?", str(i), {"level": i // 20}) for i in range(100))
+    bench = Benchmark("ordered", items, k=1, kind="math")
+    ten, four = problem_subset(bench, 10), problem_subset(bench, 4)
+    assert len(ten) == 10 and ten == problem_subset(bench, 10)
+    assert ten != list(items[:10]) and len({it.meta["level"] for it in ten}) >= 3  # not only the first level
+    assert set(four) <= set(ten) and ten == sorted(ten, key=items.index)
+    assert problem_subset(bench, 100) == list(items) and problem_subset(bench, None) == list(items)
+    gen = ScriptedGenerator(tok, right=set())
+    records, _ = evaluate_benchmarks(gen, tok, [bench], SamplingParams(max_new_tokens=8, temperature=0.0),
+                                     boxed_match, instruction="", enable_thinking=False, seed=3, max_problems=10)
+    assert [r["id"] for r in records] == [it.id for it in ten]

@@ -242,7 +242,7 @@ class EvalConfig:
                              "measures the policy's distribution, which is what training changes")
     sampled_temperature: float = knob(1.0, "temperature of the sampled evaluation (acts with eval.sampled_k > 0; plain "
                                            "sampling: eval.top_p / eval.top_k shape the main decoding only)")
-    max_problems: int = knob(0, "evaluate only the first N problems per benchmark (0 = all); for smoke tests")
+    max_problems: int = knob(0, "evaluate N problems per benchmark (0 = all), a fixed sample by id hash (runner.problem_subset)")
     instruction: str = knob("", "instruction appended to each question (real models: 'Please reason step by step, and put your final answer within \\boxed{}.')")
     enable_thinking: bool = knob(False, "Qwen3 thinking mode in the chat template")
     at_start: bool = knob(True, "evaluate the initial policy before training")

@@ -30,10 +30,25 @@ def build_prompts(
     enable_thinking: bool,
     max_problems: int | None = None,
 ) -> list[Prompt]:
-    """One `Prompt` per item (uid = item id), the first `max_problems` items if given."""
-    items = benchmark.items if max_problems is None else benchmark.items[:max_problems]
+    """One `Prompt` per item (uid = item id), of `max_problems` items if given (`problem_subset`)."""
+    items = problem_subset(benchmark, max_problems)
     rows = [{"id": it.id, "problem": it.question, "answer": it.answer} for it in items]
     return render_prompts(rows, tokenizer, instruction, enable_thinking)
+
+
+def problem_subset(benchmark: Benchmark, max_problems: int | None) -> list:
+    """The benchmark's items, or `max_problems` of them: those whose ids hash lowest (sha256 of the benchmark's
+    name and the id), kept in file order. A file's first rows are not a sample: AIME files run by problem
+    number (easiest first), MATH's training file by subject. A hash is one, and the same problems for every
+    seed, run and machine, so capped runs still pair; the subsets nest (the 10 problems include the 4)."""
+    import hashlib
+
+    items = list(benchmark.items)
+    if max_problems is None or max_problems >= len(items):
+        return items
+    rank = sorted(range(len(items)),
+                  key=lambda i: hashlib.sha256(f"{benchmark.name}/{items[i].id}".encode()).hexdigest())
+    return [items[i] for i in sorted(rank[:max_problems])]
 
 
 def samples_for(benchmark: Benchmark, params: SamplingParams, samples_per_problem: int | None) -> int:
