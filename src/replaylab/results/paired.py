@@ -114,10 +114,26 @@ def pairs_for_mde(sd: float, target: float, power: float = 0.8, alpha: float = 0
     return float(hi)
 
 
+def by_order(values, reference):
+    """The two Series (indexed by (order, seed)) on their common keys, as the analysis' pairs. When some data
+    order ran with several seeds (and there are several orders), each arm's values over an order's seeds are
+    averaged and the orders are the pairs: a strategy-by-order interaction is shared by an order's seeds, so
+    (order, seed) pairs are not independent and their t-interval undercovers (docs/testbed.md). A sweep of
+    one order keeps its seeds as the pairs."""
+    pairs = reference.index.intersection(values.index).sort_values()
+    values, reference = values[pairs], reference[pairs]
+    if "order" in (pairs.names or []) and len(pairs):
+        orders = pairs.get_level_values("order")
+        if orders.nunique() > 1 and orders.duplicated().any():
+            return values.groupby(level="order").mean(), reference.groupby(level="order").mean()
+    return values, reference
+
+
 def compare(values, reference, scale: float, level: float, power: float, alpha: float) -> dict[str, float]:
-    """Paired difference of two Series indexed by (order, seed): mean, sd, interval, pairs and MDE."""
-    pairs = reference.index.intersection(values.index)
-    diffs = [scale * (float(values[p]) - float(reference[p])) for p in pairs]
+    """Paired difference of two Series indexed by (order, seed) (`by_order`'s pairs): mean, sd, interval,
+    pairs and MDE."""
+    values, reference = by_order(values, reference)
+    diffs = [scale * (float(v) - float(r)) for v, r in zip(values, reference)]
     mean, sd, lo, hi, n = paired_interval(diffs, level)
     zero_inflated = mostly_equal(diffs)
     if zero_inflated:  # the t-interval undercovers there; the MDE stays the t-test's, a statement of power
