@@ -62,3 +62,27 @@ def test_micro_batch_must_not_be_negative(run_train):
 
     with pytest.raises(ConfigError, match="trainer.micro_batch"):
         run_train(GRPO + ["trainer.micro_batch=-1"])
+
+
+OPD_SPLIT = ["trainer=opd_sampled", "trainer.minibatches=2", "budget.max_updates=4"]
+
+
+@pytest.mark.parametrize("case", [
+    (OPD_SPLIT, ["trainer.micro_batch=2"]),
+    (OPD_SPLIT, ["trainer.stat_groups_for_all=true", "trainer.stat_groups=4"]),  # R-OPD's four gradient groups
+    (OPD_SPLIT + ["trainer.aggregation=grpo"], ["trainer.micro_batch=3"]),  # token means under sequence shares
+    (GRPO + ["trainer.aggregation=grpo"], ["trainer.micro_batch=5"]),
+], ids=["opd-micro", "opd-groups", "opd-seq-share", "grpo-micro"])
+def test_every_logged_metric_of_an_update_is_the_same_whatever_the_split(run_train, tmp_path, case):
+    """Counts are summed, extremes taken over the slices, token means weighted by tokens (training.update_metrics):
+    each train metric of a split update equals the unsplit one's. Before, num_tokens read an average slice's
+    (81.5 against 42.1 at micro_batch=2), ratio_max an average of the slices' maxima, and reverse_kl under
+    sequence-share aggregation was off by the slices' lengths."""
+    overrides, split = case
+    _, whole_dir = run_train(overrides, output_root=tmp_path / "whole")
+    _, split_dir = run_train(overrides + split, output_root=tmp_path / "split")
+    whole, cut = train_metrics(whole_dir), train_metrics(split_dir)
+    differing = sorted({m for (u, m), v in whole.items() if (u, m) in cut and m != "tokens_per_s"
+                        and cut[(u, m)] != pytest.approx(v, rel=1e-4, abs=1e-6)})
+    assert not differing, [(m, whole[(u, m)], cut[(u, m)]) for (u, m) in whole if m in differing][:8]
+    assert {m for _, m in whole} >= {"num_tokens", "num_seqs", "ratio_max", "ratio_min", "grad_norm"}

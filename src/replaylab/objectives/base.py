@@ -30,6 +30,9 @@ import torch
 
 from replaylab.types import Group, Sample
 
+# A key a loss's metrics may carry beside them, not logged: the tokens its token means were measured on,
+# when not its `num_tokens` (the trainer weights the slices' token means by it: training.update_metrics)
+MEASURED_TOKENS = "measured_tokens"
 
 @dataclass
 class Scorers:

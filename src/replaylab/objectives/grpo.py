@@ -26,7 +26,7 @@ from replaylab.models.batching import (
     response_logits,
     token_logprobs,
 )
-from replaylab.objectives.base import Objective, Scorers, register_objective
+from replaylab.objectives.base import MEASURED_TOKENS, Objective, Scorers, register_objective
 from replaylab.objectives.inputs import behaviour_weights, old_logprobs
 from replaylab.types import Group, Sample
 
@@ -153,7 +153,9 @@ class GRPO(Objective):
             scale = self._count(active) / self._count(rows)
             metrics = {k: v * scale if k in ("loss", "pg_loss") else v for k, v in metrics.items()}
             # the counts stay those of every trained row; ratio, clip, advantage and entropy metrics
-            # are means over the rows with a gradient (the inert rows had no forward)
+            # are means over the rows with a gradient (the inert rows had no forward), so the slice's
+            # token means count with the tokens they were measured on (training.update_metrics)
+            metrics[MEASURED_TOKENS] = metrics["num_tokens"]
             metrics.update(num_seqs=float(len(rows)), num_tokens=float(sum(s.num_tokens for s in rows)))
             return loss * scale, metrics
         batch_rows = collate(rows, pad_id).to(device)

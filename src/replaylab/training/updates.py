@@ -14,6 +14,7 @@ import torch
 from replaylab import parallel as D
 from replaylab.training.components import TrainingDiverged, derived_seed
 from replaylab.training.provenance import Provenance
+from replaylab.training.update_metrics import UpdateMetrics
 from replaylab.types import Sample
 
 
@@ -70,8 +71,7 @@ class UpdatesMixin:
         model.train()
         size = math.ceil(len(mb) / n_groups)
         parts = [mb[i : i + size] for i in range(0, len(mb), size)]
-        norms, sketches, metrics = [], [], {}
-        weight: dict[str, float] = {}  # the summed share of the slices that reported each metric
+        norms, sketches, metrics = [], [], UpdateMetrics()
         self.opt.zero_grad(set_to_none=True)
         self.grad_groups.reset()
         timed = self.ledger.timed
@@ -90,9 +90,7 @@ class UpdatesMixin:
                         )
                     w_local = 0.0 if dummy else self.objective.share(chunk, mb)
                     (loss * (w_local * D.grad_sync_scale())).backward()
-                for k, v in m.items():
-                    metrics[k] = metrics.get(k, 0.0) + w_local * v
-                    weight[k] = weight.get(k, 0.0) + w_local
+                metrics.add(m, w_local, live=not dummy)
             with timed("gradient_stats"):
                 w = self.objective.share(part, mb)
                 grads = self.grad_groups.take()
@@ -100,15 +98,7 @@ class UpdatesMixin:
                 if self.sketch:
                     sketches.append(self.sketch(D.full_tensors(grads)) / w)
         with timed("optimizer"):
-            keys = sorted(metrics)
-            if D.world_size() > 1:
-                summed = D.all_reduce_sum([metrics[k] for k in keys] + [weight[k] for k in keys])
-                metrics, weight = dict(zip(keys, summed[: len(keys)])), dict(zip(keys, summed[len(keys) :]))
-            # A slice without a metric (GRPO: every row inert, no forward to measure) leaves it out of
-            # that metric's share-weighted mean instead of counting as 0; the shares of all slices sum to 1.
-            total_share = max(weight.values(), default=0.0)
-            metrics = {k: metrics[k] * total_share / weight[k] if 0 < weight[k] < total_share else metrics[k]
-                       for k in keys}
+            metrics = metrics.result()  # each metric combined over the slices by its kind (update_metrics)
             total = D.clip_grad_norm(self.params, t.grad_clip)
             if not math.isfinite(total):
                 raise TrainingDiverged(f"non-finite gradient norm at update {self.update + 1}; last good checkpoint kept")
