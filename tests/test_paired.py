@@ -211,3 +211,69 @@ def test_a_stale_run_beside_its_cell_is_named_not_paired_twice():
     stale_new = [{**r, "strategy": "new", "run": r["run"].replace("current", "new") + "-old"} for r in stale]
     with pytest.raises(ValueError, match="same cell under two config hashes"):
         paired_table(tidy_frame(records + stale_new), "current")
+
+
+def test_a_paired_row_says_what_each_arm_spent_beside_the_reference():
+    """An arm cut at half the updates, and one that drew twice the trajectories at the same updates: each row
+    names the ledger axes on which the arm differs from the reference; a matched arm's says nothing."""
+    spend = {"current": (200, 1000, 1e12), "short": (100, 500, 5e11), "greedy": (200, 2000, 1.3e12),
+             "same": (200, 1000, 1.01e12)}
+    records = rows({s: [0.30, 0.32, 0.35] for s in spend})
+    for r in records:
+        r["ledger_updates"], r["ledger_trajectories"], r["ledger_flops_total"] = spend[r["strategy"]]
+    table = paired_table(tidy_frame(records), "current").set_index("strategy")
+    assert table.at["short", "notes"] == "spent 0.50x updates, 0.50x trajectories, 0.50x FLOPs of current's"
+    assert table.at["greedy", "notes"] == "spent 2.00x trajectories, 1.30x FLOPs of current's"
+    assert "spent" not in table.at["same", "notes"]  # 1% more FLOPs: within the ledger's tolerance
+
+
+def test_rows_without_a_block_column_form_one_block():
+    """Rows with no budget (a wandb export without budget.name): one block "n/a", as the plain table has it."""
+    records = [{**r, "budget": None} for r in rows({"current": [0.30, 0.32, 0.35], "repo": [0.33, 0.33, 0.39]})]
+    table = paired_table(tidy_frame(records), "current")
+    assert list(table["block"]) == ["n/a"] and list(table["strategy"]) == ["repo"]
+    from replaylab.results.frame import NoRowsError
+
+    with pytest.raises(NoRowsError, match="nothing to pair: no strategy besides current"):
+        paired_table(tidy_frame(rows({"current": [0.30, 0.32, 0.35]})), "current")  # one evaluation: no control
+
+
+def test_a_paired_table_at_an_update_says_so_and_names_the_unfinished_runs_it_includes(tmp_path, capsys):
+    from replaylab.cli.main import main
+
+    exp = write_experiment(tmp_path / "exp", rows({"current": [0.30, 0.32, 0.35], "repo": [0.33, 0.33, 0.39]}))
+    (exp / "grpo-repo-tiny-2-0" / "done.json").unlink()
+    assert main(["table", str(exp), "--paired", "current", "--update", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "strategy - current at update 10 (runs that reached it, finished or not)" in out
+    assert "repo order 2: " in out and "included (it reached update 10)" in out
+    assert main(["table", str(exp), "--paired", "current"]) == 0  # final: the unfinished run is left out, named
+    out = capsys.readouterr().out
+    assert "at each run's final evaluation" in out and "repo order 2: " in out
+
+
+def test_figures_draw_one_line_per_configuration_not_one_averaged_over_them(tmp_path, monkeypatch):
+    """Two models' runs of one strategy (three orders each, 30% and 60%): `replaylab figures` draws two lines
+    of n=3, labelled by the model, not one line of n=6 at 45% across both."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.figure
+
+    from replaylab.cli.main import main
+
+    small = rows({"current": [0.30, 0.31, 0.29]})
+    big = [{**r, "run": r["run"] + "-big", "config_hash": r["run"] + "-big", "model": "big"}
+           for r in rows({"current": [0.60, 0.61, 0.59]})]
+    exp = write_experiment(tmp_path / "exp", small + big)
+    labels = []
+    original = matplotlib.figure.Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        labels.extend(line.get_label() for ax in fig.axes for line in ax.get_lines())
+        return original(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    assert main(["figures", str(exp), "--out", str(tmp_path / "fig")]) == 0
+    drawn = sorted(label for label in labels if label.startswith("current"))
+    assert drawn[:2] == ["current (model=big) (n=3)", "current (model=m) (n=3)"], labels

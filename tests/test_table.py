@@ -179,6 +179,18 @@ def test_latex_escapes_and_has_values():
     assert "_" not in tex.replace("\\_", "")
 
 
+def test_latex_comments_every_line_of_the_run_notes():
+    """Runs of two code versions: the description gains a note paragraph, whose lines must stay LaTeX comments
+    (a bare `_` in text stops LaTeX with "Missing $ inserted")."""
+    records = [{**r, "status": UNFINISHED if key == FAILED else DONE,
+                "versions": f"replaylab_code={'abc' if key[2] % 2 else 'def'}"}
+               for key, rows in all_runs().items() for r in rows]
+    tex = to_latex(build_table(tidy_frame(records)), "exp")
+    assert "replaylab_code=def" in tex  # the note is there, as a comment
+    body = "\n".join(line for line in tex.splitlines() if not line.startswith("%"))
+    assert "_" not in body.replace("\\_", ""), body
+
+
 # --- the command on run directories ---------------------------------------------------------------
 
 def write_runs(root, with_empty_run: bool = True):
@@ -242,6 +254,19 @@ def test_cli_names_the_path_when_no_rows(tmp_path, capsys):
     assert main(["table", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path / "empty") in err and "no rows found" in err
+
+
+def test_a_rows_line_that_is_json_but_not_an_object_is_named(tmp_path, capsys):
+    """`[1, 2]` in a run's rows.jsonl: the table command names the file and line (exit 2), not a traceback."""
+    from replaylab.cli.main import main
+
+    exp = write_runs(tmp_path, with_empty_run=False)
+    rows_file = sorted(exp.glob("*/rows.jsonl"))[0]
+    lines = len(rows_file.read_text().splitlines())
+    with open(rows_file, "a") as f:
+        f.write("[1, 2]\n")
+    assert main(["table", str(exp)]) == 2
+    assert f"{rows_file}:{lines + 1}: not a JSON row (a JSON list" in capsys.readouterr().err
 
 
 def test_cli_table_says_when_runs_come_from_several_versions(tmp_path, capsys):

@@ -74,6 +74,21 @@ def default_by(runs: pd.DataFrame, block: str | None) -> list[str]:
     return by
 
 
+def by_configuration(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with each run's `strategy` relabelled by every other identity column that varies inside a budget
+    block (`default_by`), e.g. "current (prompts_per_iteration=64)": figures draw a line per label, so runs of
+    different configurations are separate lines, as they are separate table rows, not data orders of one."""
+    if df.empty or "strategy" not in df.columns:
+        return df
+    runs = run_index(df)
+    extra = [c for c in default_by(runs, "budget" if "budget" in runs.columns else None) if c != "strategy"]
+    if not extra:
+        return df
+    labels = runs["strategy"].astype(str) + " (" + runs[extra].astype(str).apply(
+        lambda r: ", ".join(f"{c}={v}" for c, v in r.items()), axis=1) + ")"
+    return df.assign(strategy=df["run"].map(labels))
+
+
 def final_eval(ev: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     """Each run's final value of every (benchmark, metric) in eval rows `ev`: its last evaluation, or,
     for a run that ended with `eval_tail` = N > 1 evaluations (config eval.tail), the mean over its last N,

@@ -136,8 +136,10 @@ def cmd_figures(args: argparse.Namespace) -> int:
     from replaylab.results.frame import NoRowsError
     from replaylab.results.table import load_source
 
+    from replaylab.results.aggregation import by_configuration
+
     try:
-        df = load_source(args.source)
+        df = by_configuration(load_source(args.source))  # one line per configuration, as the tables' rows
     except (NoRowsError, ValueError) as e:
         print(f"replaylab figures: {e}", file=sys.stderr)
         return 2

@@ -173,8 +173,12 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
     pairs (data orders) at which its MDE would be at most `plan`, projected from its observed spread."""
     import pandas as pd
 
+    from replaylab.results.paired_notes import left_out_note, spend_note
+
     if plan is not None and not (math.isfinite(plan) and plan > 0):
         raise ValueError(f"plan={plan}: the effect to plan for must be a positive number")
+    if block:  # rows without the block column (a wandb export without budget.name) form one block, as in tables
+        df = df.assign(**{block: df[block].astype(object).fillna("n/a") if block in df.columns else "n/a"})
     evals = df[df["split"] == "eval"]
     if evals.empty:
         raise NoRowsError("no eval rows found: no run has evaluated yet (split=eval rows are what tables show)")
@@ -188,7 +192,7 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
     # two runs of one strategy on one (order, seed), such as a stale run of an older commit beside its cell,
     # would pair one difference with two values: name them instead
     _check_replicates(runs, [c for c in (block, "strategy", "seed") if c and c in runs.columns])
-    chosen, _ = _select_eval(df[(df["split"] == "eval") & df["metric"].isin(list(metrics))], runs, update)
+    chosen, remarks = _select_eval(df[(df["split"] == "eval") & df["metric"].isin(list(metrics))], runs, update)
     chosen = chosen.drop_duplicates(["run", "benchmark", "metric"], keep="last")
     if chosen.empty:
         raise NoRowsError("no eval rows to pair")
@@ -204,18 +208,24 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
                 scale = 100.0 if is_accuracy(metric) else 1.0
                 for bench in benches:
                     cell = part[(part["metric"] == metric) & (part["benchmark"] == bench)]
-                    ref = cell[cell["strategy"] == reference].set_index(["order", "seed"])["value"]
-                    other = cell[cell["strategy"] == strategy].set_index(["order", "seed"])["value"]
+                    ref_rows, rows = cell[cell["strategy"] == reference], cell[cell["strategy"] == strategy]
+                    ref = ref_rows.set_index(["order", "seed"])["value"]
+                    other = rows.set_index(["order", "seed"])["value"]
                     unpaired = sorted(set(ref.index) ^ set(other.index), key=str)
                     row = compare(other, ref, scale, level, power, alpha)
+                    notes = [f"unpaired (order, seed): {unpaired}" if unpaired else "",
+                             spend_note(rows, ref_rows, reference),
+                             left_out_note(remarks, runs, (strategy, reference), block, bval)]
                     out.append({"block": bval, "strategy": strategy, "reference": reference, "benchmark": bench,
                                 "metric": metric, **row, "verdict": verdict(row["ci_low"], row["ci_high"], row["mde"]),
-                                "notes": f"unpaired (order, seed): {unpaired}" if unpaired else ""})
+                                "notes": "; ".join(n for n in notes if n)})
     out += control_rows(df, runs, reference, metrics, benches, block, level, power, alpha, update)
+    if not out:  # only the reference, and no evaluation half-way for its control
+        raise NoRowsError(f"nothing to pair: no strategy besides {reference}, and no control")
     table = pd.DataFrame(out)
     if plan is not None:
         table["pairs_needed"] = [pairs_for_mde(sd, plan, power, alpha) for sd in table["sd"]]
-    table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block, plan=plan,
+    table.attrs.update(reference=reference, level=level, power=power, alpha=alpha, block=block, plan=plan, update=update,
                        run_notes=run_notes(runs),
                        tail=int(chosen["eval_tail"].max()) if update == "final" and "eval_tail" in chosen.columns else 1)
     return table
@@ -292,10 +302,12 @@ def _control(part, reference: str, label: str, bval, metrics, benches, level, po
 
 def paired_markdown(table: pd.DataFrame, title: str) -> str:
     a = table.attrs
-    at = (f"each run's mean over its last {a['tail']} evaluations (eval.tail)" if a.get("tail", 1) > 1
-          else "each run's evaluation")
+    at = (f"update {a['update']} (runs that reached it, finished or not)" if a.get("update", "final") != "final"
+          else f"each run's mean over its last {a['tail']} evaluations (eval.tail)" if a.get("tail", 1) > 1
+          else "each run's final evaluation")
     lines = [f"## {title}: paired differences to {a['reference']}",
-             f"strategy - {a['reference']} at {at}, paired by data order and seed (points for accuracy); "
+             f"strategy - {a['reference']} at {at}, paired by data order and seed (an order's seeds averaged when "
+             "there are several orders; points for accuracy); "
              f"mean and {100 * a['level']:.0f}% t-interval; MDE = smallest difference a two-sided paired t-test at "
              f"alpha={a['alpha']} detects with {100 * a['power']:.0f}% power for these pairs and this spread", ""]
     marked = table["zero_inflated"] if "zero_inflated" in table.columns else [False] * len(table)
@@ -318,6 +330,10 @@ def paired_markdown(table: pd.DataFrame, title: str) -> str:
                       "reference's path): the interval is the share of pairs that differ (exact binomial) times their mean "
                       "(t), each at 97.5%, since a t-interval undercovers a mean of mostly zeros; its MDE is the t-test's, which "
                       "overstates the power for such pairs (docs/testbed.md)."]
+    if table["notes"].astype(str).str.contains("spent ").any():
+        lines += ["", f"'spent Nx ... of {a['reference']}'s': the arm's mean ledger at the evaluation read, as a ratio "
+                      "to the reference's, on each axis (updates, trajectories, FLOPs) that differs by more than 2%: a "
+                      "difference bought with more compute is one to read as such."]
     if a.get("run_notes"):
         lines += ["", a["run_notes"]]
     failed = table[table["verdict"].astype(str).str.startswith("CONTROL NOT")]

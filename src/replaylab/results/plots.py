@@ -91,7 +91,10 @@ def metrics_matching(df: pd.DataFrame, pattern: str, splits: tuple[str, ...] = (
 
 
 def grid(df: pd.DataFrame, panels: list[tuple[str, str, str | None]], title: str, mark_switch: bool = True):
-    """Rows = panels (split, metric, benchmark), columns = budgets; a line per strategy."""
+    """Rows = panels (split, metric, benchmark), columns = budgets; a line per strategy (and configuration)."""
+    from replaylab.results.aggregation import by_configuration
+
+    df = by_configuration(df)
     df = df.assign(budget=df["budget"].astype(object).fillna("n/a"), strategy=df["strategy"].astype(object).fillna("n/a"))
     budgets = sorted(df["budget"].unique(), key=str)
     strategies = sorted(df["strategy"].unique(), key=str)
@@ -127,7 +130,9 @@ def accuracy_vs_compute(df: pd.DataFrame, title: str, metric: str = "avg@k", ben
     both (band: the tables' 95% t-interval of the metric). Evaluations at zero compute (before any
     rollout) are left out, as is everything when no eval row has the compute ledger (rows from
     before it): then None."""
-    rows = select(df, "eval", metric, benchmark)
+    from replaylab.results.aggregation import by_configuration
+
+    rows = select(by_configuration(df), "eval", metric, benchmark)
     if "ledger_flops_total" not in rows.columns:
         return None
     rows = rows.assign(flops=pd.to_numeric(rows["ledger_flops_total"], errors="coerce"),

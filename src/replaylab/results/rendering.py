@@ -109,7 +109,9 @@ def to_latex(table: pd.DataFrame, title: str = "") -> str:
     """A booktabs tabular, one section per block (no jinja2 needed, unlike DataFrame.to_latex)."""
     blocks = wide_blocks(table)
     columns = list(dict.fromkeys(c for _, f in blocks for c in f.columns))
-    lines = [f"% {title}" if title else "%", f"% {describe(table)}", r"\begin{tabular}{" + "l" * len(columns) + "}",
+    # every line of the description commented: run notes (several code versions, other budgets) span lines
+    about = [f"% {line}".rstrip() for line in describe(table).splitlines()]
+    lines = [f"% {title}" if title else "%", *about, r"\begin{tabular}{" + "l" * len(columns) + "}",
              r"\toprule", " & ".join(_tex(c) for c in columns) + r" \\"]
     for name, frame in blocks:
         lines += [r"\midrule", rf"\multicolumn{{{len(columns)}}}{{l}}{{\textit{{{_tex(name)}}}}} \\"]

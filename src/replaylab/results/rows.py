@@ -197,7 +197,10 @@ def read_rows(path: Path) -> list[dict]:
         with open(f) as fh:
             for lineno, line in enumerate(fh, 1):
                 try:
-                    out.append(json.loads(line))
+                    row = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise ValueError(f"{f}:{lineno}: not a JSON row ({e})") from e
+                if not isinstance(row, dict):
+                    raise ValueError(f"{f}:{lineno}: not a JSON row (a JSON {type(row).__name__}, not an object)")
+                out.append(row)
     return out
