@@ -173,7 +173,7 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
     pairs (data orders) at which its MDE would be at most `plan`, projected from its observed spread."""
     import pandas as pd
 
-    from replaylab.results.paired_notes import left_out_note, spend_note
+    from replaylab.results.paired_notes import eval_size_note, left_out_note, spend_note
 
     if plan is not None and not (math.isfinite(plan) and plan > 0):
         raise ValueError(f"plan={plan}: the effect to plan for must be a positive number")
@@ -214,7 +214,7 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
                     unpaired = sorted(set(ref.index) ^ set(other.index), key=str)
                     row = compare(other, ref, scale, level, power, alpha)
                     notes = [f"unpaired (order, seed): {unpaired}" if unpaired else "",
-                             spend_note(rows, ref_rows, reference),
+                             spend_note(rows, ref_rows, reference), eval_size_note(rows, ref_rows, reference),
                              left_out_note(remarks, runs, (strategy, reference), block, bval)]
                     out.append({"block": bval, "strategy": strategy, "reference": reference, "benchmark": bench,
                                 "metric": metric, **row, "verdict": verdict(row["ci_low"], row["ci_high"], row["mde"]),

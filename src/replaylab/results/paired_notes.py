@@ -37,6 +37,17 @@ def spend_note(arm: pd.DataFrame, reference: pd.DataFrame, name: str) -> str:
     return f"spent {', '.join(parts)} of {name}'s" if parts else ""
 
 
+def eval_size_note(arm: pd.DataFrame, reference: pd.DataFrame, name: str) -> str:
+    """Says when the arm's evaluation read other numbers of problems (rows' `n`) than the reference's: an
+    `eval.max_problems` override on one arm, say. Accuracies on different problem sets do not pair."""
+    if "n" not in arm.columns or "n" not in reference.columns:
+        return ""
+    mine, theirs = (sorted(set(frame["n"].dropna().astype(int))) for frame in (arm, reference))
+    if not mine or not theirs or mine == theirs:
+        return ""
+    return f"evaluated on {'/'.join(map(str, mine))} problems against {name}'s {'/'.join(map(str, theirs))}"
+
+
 def left_out_note(remarks: dict[str, str], runs: pd.DataFrame, strategies: tuple[str, ...], block: str | None,
                   value) -> str:
     """The remarks the evaluation's selection made (a run unfinished, without an evaluation at the update, or
