@@ -109,7 +109,9 @@ def claim_figure(record: dict[str, Any], path: Path) -> Path:
         ax.set_yticks([0], [f"{check.label}\n[tests: {check.expect.replace('_', ' ')}; {reading}]"], fontsize=7)
     axes[-1, 0].set_xlabel("paired difference\n(dots: data orders; bar: mean and 95% interval; dotted: effect that "
                            "matters)", fontsize=8)
-    fig.suptitle("\n".join(textwrap.wrap(f"{claim.paper}: {claim.statement} — {record['verdict']}", 70)), fontsize=9)
+    family = f" (family-wise: {record['familywise']})" if "familywise" in record else ""
+    fig.suptitle("\n".join(textwrap.wrap(f"{claim.paper}: {claim.statement} — {record['verdict']}{family}", 70)),
+                 fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")  # long check labels sit left of the axes
