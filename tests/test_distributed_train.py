@@ -59,10 +59,10 @@ def final_weights(run) -> dict[str, torch.Tensor]:
     return model.state_dict()
 
 
-@pytest.mark.parametrize("mode", ["ddp", "fsdp2"])
-def test_two_ranks_match_one_process(tmp_path, mode):
-    single(tmp_path / "one", [])
-    torchrun(tmp_path / "two", [f"trainer.distributed={mode}"])
+@pytest.mark.parametrize("mode, objective", [("ddp", ["trainer=opd_sampled"]), ("fsdp2", [])])
+def test_two_ranks_match_one_process(tmp_path, mode, objective):
+    single(tmp_path / "one", objective)
+    torchrun(tmp_path / "two", [f"trainer.distributed={mode}", *objective])
     one, two = only_run(tmp_path / "one"), only_run(tmp_path / "two")
     subprocess.run([sys.executable, "-m", "replaylab.cli", "export", str(two), str(two / "export")], check=True,
                    capture_output=True, env=env())
@@ -73,6 +73,14 @@ def test_two_ranks_match_one_process(tmp_path, mode):
     loss_one = [r["value"] for r in load_rows(one) if r["metric"] == "reverse_kl"]
     loss_two = [r["value"] for r in load_rows(two) if r["metric"] == "reverse_kl"]
     assert loss_one == pytest.approx(loss_two, rel=1e-4, abs=1e-6)
+    # every train metric combines over ranks by its kind (training.update_metrics): counts summed, extremes
+    # over ranks, token means by tokens, so the rows do not depend on the world size either
+    train_one, train_two = ({(r["update"], r["metric"]): r["value"] for r in load_rows(run) if r["split"] == "train"}
+                            for run in (one, two))
+    assert {"num_tokens", "num_seqs"} | ({"ratio_max", "ratio_min"} if objective else set()) <= {m for _, m in train_one}
+    differing = [(key, value, train_two.get(key)) for key, value in train_one.items() if "per_s" not in key[1]
+                 and train_two.get(key) != pytest.approx(value, rel=1e-4, abs=1e-6)]
+    assert not differing, differing[:8]
 
 
 def test_ropd_decisions_do_not_depend_on_world_size(tmp_path):
