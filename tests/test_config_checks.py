@@ -17,6 +17,7 @@ from replaylab.config import ConfigError, to_object
 
 SILENT_BEFORE = [
     # (overrides, key the error must name)
+    (["trainer.checkpoint_every=0", "trainer.keep_checkpoints=3"], "trainer.keep_checkpoints"),  # one checkpoint only
     (["strategy=ropd", "strategy.behaviour_weight_cap=2"], "strategy.behaviour_weight_cap"),  # opd_full_rkl
     (["trainer.is_cap=2", "strategy=initial"], "trainer.is_cap"),  # opd_full_rkl has no ratio
     (["trainer.aggregation=dr_grpo"], "trainer.aggregation"),  # was a token mean for OPD

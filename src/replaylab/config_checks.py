@@ -27,6 +27,8 @@ NEEDS_PARTNER = (
     ("dynamic_sampling_max_rounds", lambda t: t.dynamic_sampling, "with trainer.dynamic_sampling=false"),
     ("advantage_std", lambda t: t.advantage == "zscore",
      "with trainer.advantage other than zscore (no division by the standard deviation)"),
+    ("keep_checkpoints", lambda t: t.checkpoint_every > 0,
+     "with trainer.checkpoint_every=0 (a run writes one checkpoint, at its end)"),
 )
 # Decoding fields that only act when sampling (temperature > 0).
 SAMPLING_EVAL_FIELDS = ("top_p", "top_k", "samples")
