@@ -168,3 +168,46 @@ def test_training_rows_are_validated_like_benchmarks(tmp_path):
     with pytest.raises(ValueError) as e:
         load_train_rows("aime_1983_2023", tmp_path)
     assert f"{path}:2" in str(e.value) and "'answer'" in str(e.value)
+
+
+def _training_root(tmp_path: Path) -> Path:
+    """A data root with aime2024 (30 problems) and an aime_1983_2023 of 975 whose rows 900-902 ask three of
+    aime2024's questions (in other case and spacing), as the real file holds three of MATH-500's."""
+    _write(tmp_path / "aime2024.jsonl", [_row(i) for i in range(30)])
+    train = [json.dumps({"id": f"aime-{i:04d}", "problem": f"Find {i} times 7.", "answer": str(7 * i)}) for i in range(975)]
+    for i, j in zip((900, 901, 902), (3, 14, 27)):
+        train[i] = json.dumps({"id": f"aime-{i:04d}", "problem": f"  WHAT is {j}+1?\n", "answer": str(j + 1)})
+    _write(tmp_path / "aime_1983_2023.jsonl", train)
+    return tmp_path
+
+
+def test_training_leaves_out_the_questions_it_is_evaluated_on_and_says_so(tmp_path, caplog):
+    """Through the trainer's build step (training.build.training_prompt_rows) with a composed config: the three
+    training problems that ask aime2024's questions are left out and named in the log; without that
+    benchmark among the evaluated ones, nothing is."""
+    from conftest import compose
+
+    from replaylab.config import to_object
+    from replaylab.training.build import training_prompt_rows
+
+    root = _training_root(tmp_path)
+    base = ["data=aime_1983_2023", f"data.data_root={root}"]
+    rows = training_prompt_rows(to_object(compose(base + ["eval.benchmarks=[aime2024]"])))
+    assert len(rows) == 972 and not {"aime-0900", "aime-0901", "aime-0902"} & {r["id"] for r in rows}
+    assert "3 problem(s) of data.name=aime_1983_2023 are questions of the evaluated benchmarks" in caplog.text
+    assert "aime-0900, aime-0901, aime-0902" in caplog.text
+    assert len(training_prompt_rows(to_object(compose(base + ["eval.suite=none"])))) == 975
+
+
+def test_data_size_takes_a_fixed_sample_by_id_not_the_files_first_rows(tmp_path):
+    """data.size on a file: the same 100 problems every time, spread over the file (MATH's training file runs
+    by subject: its first 1,024 rows are all Algebra), nested in a larger sample."""
+    from replaylab.tasks.datasets import training_rows
+
+    root = _training_root(tmp_path)
+    hundred, _ = training_rows("aime_1983_2023", 100, 0, str(root))
+    again, _ = training_rows("aime_1983_2023", 100, 5, str(root))  # another data.seed: the same problems
+    ids = [int(r["id"].split("-")[1]) for r in hundred]
+    assert len(hundred) == 100 and hundred == again and ids == sorted(ids)
+    assert max(ids) > 800 and ids != list(range(100))
+    assert {r["id"] for r in hundred} <= {r["id"] for r in training_rows("aime_1983_2023", 300, 0, str(root))[0]}

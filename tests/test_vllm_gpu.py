@@ -177,7 +177,7 @@ def world():
     tok = load_tokenizer(path)
     model = load_causal_lm(path, "float32").cuda().eval()
     gen = VLLMGenerator(path, tok, dtype="float32", gpu_memory_utilization=0.3, enforce_eager=True, seed=0)
-    prompts = render_prompts(training_rows("tiny_arith", 16, 1, None), tok, "", False)
+    prompts = render_prompts(training_rows("tiny_arith", 16, 1, None)[0], tok, "", False)
     return {"path": path, "tok": tok, "model": model, "gen": gen, "prompts": prompts}
 
 

@@ -62,7 +62,7 @@ class DataConfig:
     name: str = knob("tiny_arith", "tiny_arith | tiny_long (generated: tiny8's training kinds | tinylong's) | math_train | "
                                    "gsm8k_train | aime_1983_2023 (jsonl under data_root)")
     data_root: str | None = knob(None, "directory of the benchmark/training jsonl files; None = $REPLAYLAB_DATA_ROOT or ../shared/data/math")
-    size: int = knob(4096, "tiny_arith / tiny_long: number of distinct training problems; others: cap on rows (0 = all)")
+    size: int = knob(4096, "tiny_arith / tiny_long: number of distinct training problems; others: a fixed sample by id hash (0 = all)")
     seed: int = knob(1, "tiny_arith / tiny_long: seed of the generated problem set")
     instruction: str = knob("", "text appended to each question in the user turn (real models: ask for \\boxed{})")
     enable_thinking: bool = knob(False, "passed to the chat template (Qwen3 thinking mode)")

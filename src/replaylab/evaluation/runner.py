@@ -17,6 +17,7 @@ from replaylab.evaluation.summary import summarize
 from replaylab.rollout.base import Generator, SamplingParams
 from replaylab.tasks.datasets import render_prompts
 from replaylab.tasks.prompts import render_question  # noqa: F401  (re-exported for callers)
+from replaylab.tasks.subsets import hashed_subset
 from replaylab.types import Prompt
 
 if TYPE_CHECKING:
@@ -37,18 +38,8 @@ def build_prompts(
 
 
 def problem_subset(benchmark: Benchmark, max_problems: int | None) -> list:
-    """The benchmark's items, or `max_problems` of them: those whose ids hash lowest (sha256 of the benchmark's
-    name and the id), kept in file order. A file's first rows are not a sample: AIME files run by problem
-    number (easiest first), MATH's training file by subject. A hash is one, and the same problems for every
-    seed, run and machine, so capped runs still pair; the subsets nest (the 10 problems include the 4)."""
-    import hashlib
-
-    items = list(benchmark.items)
-    if max_problems is None or max_problems >= len(items):
-        return items
-    rank = sorted(range(len(items)),
-                  key=lambda i: hashlib.sha256(f"{benchmark.name}/{items[i].id}".encode()).hexdigest())
-    return [items[i] for i in sorted(rank[:max_problems])]
+    """The benchmark's items, or `max_problems` of them: a fixed sample by id hash (tasks.subsets)."""
+    return hashed_subset(benchmark.items, max_problems, lambda item: item.id, benchmark.name)
 
 
 def samples_for(benchmark: Benchmark, params: SamplingParams, samples_per_problem: int | None) -> int:

@@ -13,6 +13,7 @@ from transformers import PreTrainedTokenizerBase
 
 from replaylab.tasks.data_root import load_train_rows
 from replaylab.tasks.prompts import render_question
+from replaylab.tasks.subsets import hashed_subset
 from replaylab.tasks.tiny8 import TINYLONG_TRAIN_KINDS, TRAIN_KINDS, training_problems
 from replaylab.types import Prompt
 
@@ -21,12 +22,24 @@ from replaylab.types import Prompt
 TINY_DATA = {"tiny_arith": TRAIN_KINDS, "tiny_long": TINYLONG_TRAIN_KINDS}
 
 
-def training_rows(name: str, size: int, seed: int, data_root: str | None) -> list[dict[str, str]]:
-    if name in TINY_DATA:
-        return [{"id": p.uid, "problem": p.question, "answer": p.answer} for p in training_problems(size, seed, TINY_DATA[name])]
+def normalised(question: str) -> str:
+    """A question as the overlap check compares it: case and runs of whitespace do not count."""
+    return " ".join(question.lower().split())
 
-    rows = load_train_rows(name, data_root)
-    return rows[:size] if size else rows
+
+def training_rows(name: str, size: int, seed: int, data_root: str | None,
+                  held_out: frozenset[str] = frozenset()) -> tuple[list[dict[str, str]], list[str]]:
+    """(rows, ids dropped): the training prompt set, without any problem whose question (`normalised`) is in
+    `held_out` (the questions the run evaluates on: training on a test question inflates its accuracy;
+    aime_1983_2023 holds 3 of MATH-500's problems). For a file, `size` rows are then a fixed sample by id
+    hash (tasks.subsets); the tiny world's generated sets exclude their own held-out sets already."""
+    if name in TINY_DATA:
+        rows = [{"id": p.uid, "problem": p.question, "answer": p.answer} for p in training_problems(size, seed, TINY_DATA[name])]
+    else:
+        rows = load_train_rows(name, data_root)
+    dropped = [r["id"] for r in rows if normalised(r["problem"]) in held_out]
+    kept = [r for r in rows if normalised(r["problem"]) not in held_out] if dropped else rows
+    return (kept if name in TINY_DATA else hashed_subset(kept, size, lambda row: row["id"], name)), dropped
 
 
 def render_prompts(rows: list[dict[str, str]], tokenizer: PreTrainedTokenizerBase, instruction: str,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 
 import torch
 
@@ -17,6 +18,8 @@ from replaylab.rollout.base import SamplingParams
 from replaylab.tasks.datasets import data_order, render_prompts, training_rows
 from replaylab.training.components import Components
 from replaylab.training.progress import on_terminal, quiet_library_bars
+
+log = logging.getLogger(__name__)
 
 
 def pick_device(name: str) -> torch.device:
@@ -81,6 +84,21 @@ def build_grader(cfg: Config):
     return Grader(num_workers=cfg.eval.grader_workers, timeout_seconds=cfg.eval.grader_timeout)
 
 
+def training_prompt_rows(cfg: Config) -> list[dict[str, str]]:
+    """The training prompt set, without the questions of the benchmarks the run evaluates on (said in the log)."""
+    from replaylab.evaluation.benchmarks import get_benchmarks
+    from replaylab.tasks.datasets import normalised
+
+    names = list(cfg.eval.benchmarks) or ([] if cfg.eval.suite == "none" else cfg.eval.suite)
+    held_out = frozenset(normalised(item.question) for bench in get_benchmarks(names, cfg.eval.data_root or
+                                                                                cfg.data.data_root) for item in bench.items)
+    rows, dropped = training_rows(cfg.data.name, cfg.data.size, cfg.data.seed, cfg.data.data_root, held_out)
+    if dropped:
+        log.warning("replaylab: %d problem(s) of data.name=%s are questions of the evaluated benchmarks and are left out "
+                    "of training: %s", len(dropped), cfg.data.name, ", ".join(dropped[:10]) + (" ..." if len(dropped) > 10 else ""))
+    return rows
+
+
 def build_evaluate(cfg: Config, generator, tokenizer, grader):
     """A callable(update) -> [(benchmark, metrics, n)] for the trainer's periodic evaluation."""
     e = cfg.eval
@@ -140,7 +158,7 @@ def build_components(cfg: Config) -> Components:
     generator = build_generator(cfg, policy, tokenizer)
     teacher = build_teacher(cfg, objective, device, tokenizer)
     grader = build_grader(cfg)
-    rows = training_rows(cfg.data.name, cfg.data.size, cfg.data.seed, cfg.data.data_root)
+    rows = training_prompt_rows(cfg)
     prompts = render_prompts(rows, tokenizer, cfg.data.instruction, cfg.data.enable_thinking)
     stream = PromptStream(prompts, data_order(len(prompts), cfg.order))
     evaluate = build_evaluate(cfg, generator, tokenizer, grader)
