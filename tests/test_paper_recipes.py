@@ -34,6 +34,7 @@ PAPERS: dict[str, dict[str, object]] = {
         "trainer.overlong_factor": 1.0, "trainer.samples_per_prompt": 16, "trainer.prompts_per_iteration": 512,
         "trainer.minibatches": 8, "trainer.lr": 1e-6, "trainer.lr_schedule": "constant", "trainer.kl_coef": 0.0,
         "budget.max_response_tokens": 3072, "budget.max_updates": 400 * 8, "rollout.temperature": 1.0,
+        "trainer.betas": [0.9, 0.999],  # verl's AdamW default (not stated)
         "rollout.top_p": 1.0, "eval.temperature": 1.0, "eval.top_p": 1.0,
         "eval.benchmarks": ["aime2024", "aime2025", "amc2023"],
     },
@@ -42,11 +43,12 @@ PAPERS: dict[str, dict[str, object]] = {
         "trainer.advantage": "center", "trainer.kl_coef": 0.0, "trainer.clip_low": 0.2, "trainer.clip_high": 0.272,
         "trainer.mask_truncated": True, "trainer.dynamic_sampling": True, "trainer.samples_per_prompt": 16,
         "trainer.prompts_per_iteration": 32, "trainer.lr": 1e-6, "trainer.lr_schedule": "constant",
-        "budget.max_response_tokens": 7168,
+        "budget.max_response_tokens": 7168, "trainer.betas": [0.9, 0.999],  # open-instruct's torch AdamW default
         "eval.benchmarks": ["math500", "minerva_math", "amc2023", "aime2024", "aime2025", "olympiadbench"],
     },
     # POPO (Mao et al., arXiv 2606.01281; abstract only): token-mean, beta = 0, equal generated rollouts
-    "popo": {"trainer.aggregation": "dapo", "trainer.kl_coef": 0.0, "budget.max_trajectories": 204800},
+    "popo": {"trainer.aggregation": "dapo", "trainer.kl_coef": 0.0, "budget.max_trajectories": 204800,
+             "trainer.dual_clip": 10.0, "trainer.betas": [0.9, 0.999]},  # DAPO's recipe (ALGORITHMS.md §1.1), verl's AdamW
 }
 # Strategy-specific paper values, per sweep and strategy label.
 STRATEGY_VALUES = {
@@ -104,3 +106,20 @@ def test_the_recipe_table_can_fail():
     """The comparison bites: RePO's sweep is not RLEP's recipe."""
     _, cfg, _ = next(cells("repo"))
     assert any(value(cfg, k) != v for k, v in PAPERS["rlep"].items())
+
+
+def test_every_full_scale_sweep_uses_the_frameworks_adam_betas_and_budget_axes_the_ropd_clip():
+    """The trainer presets' betas (0.9, 0.98) are tuned on the tiny world; a full-scale sweep states its own
+    (the frameworks' AdamW default, 0.999). The budget axes run the R-OPD study's recipe: its clip-higher acts in
+    the reused passes of the k4 cells, so dropping it changed one side of "more frequent resampling"."""
+    from pathlib import Path
+
+    full = sorted(p.stem for p in Path(conf_dir(), "sweep").glob("*.yaml") if not p.stem.startswith("tiny"))
+    assert len(full) >= 11
+    for name in full:
+        strategy = sweep_strategies(name)[0]
+        cfg = compose([f"+sweep={name}", f"strategy={strategy}"])
+        assert value(cfg, "trainer.betas") == [0.9, 0.999], name
+    axes, ropd = compose(["+sweep=budget_axes", "+axes=q256n4k4"]), compose(["+sweep=ropd"])
+    for key in ("trainer.clip_low", "trainer.clip_high", "trainer.lr", "trainer.warmup_updates", "rollout.temperature"):
+        assert value(axes, key) == value(ropd, key), key
