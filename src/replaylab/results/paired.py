@@ -321,8 +321,8 @@ def paired_markdown(table: pd.DataFrame, title: str) -> str:
         shown[planned] = [f"{n:.0f}" if math.isfinite(n) else f"> {MOST_PAIRS}" if n == math.inf else "-"
                           for n in table["pairs_needed"]]
         cols.insert(cols.index("MDE") + 1, planned)
-        lines[1] += (f"; pairs for MDE <= {a['plan']:g} = the fewest pairs (data orders x seeds) at which the MDE "
-                     f"would be at most {a['plan']:g} in the row's units, projected from the spread observed here "
+        lines[1] += (f"; pairs for MDE <= {a['plan']:g} = the fewest pairs (data orders; seeds in a one-order "
+                     f"sweep) at which the MDE would be at most {a['plan']:g} in the row's units, projected from the spread observed here "
                      "(a planning number: the spread is itself estimated from these pairs)")
     lines.append(shown[cols].to_markdown(index=False, disable_numparse=True))
     if any(marked):

@@ -163,8 +163,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--paired", metavar="REF", help="instead: each strategy's difference to strategy REF, paired by data "
                                                    "order and seed, with its 95%% interval and minimum detectable effect")
     p.add_argument("--plan", type=float, metavar="EFFECT",
-                   help="with --paired: add each row's projected number of pairs (data orders x seeds) at which its MDE "
-                        "would be at most EFFECT, in the row's units (points for accuracy metrics), from the spread "
+                   help="with --paired: add each row's projected number of pairs (data orders; seeds in a one-order "
+                        "sweep) at which its MDE would be at most EFFECT, in the row's units (points for accuracy metrics), from the spread "
                         "observed so far")
     p.add_argument("--update", default="final", type=_update_arg,
                    help="'final' (each finished run's last eval, or the mean over its eval.tail last ones) or an update number")
