@@ -255,3 +255,14 @@ def test_accuracy_vs_compute_plot_reads_the_eval_rows_ledger():
     assert fig.axes[0].get_xscale() == "log"  # across decades
     plots.plt.close(fig)
     assert plots.accuracy_vs_compute(pd.DataFrame(rows).drop(columns="ledger_flops_total"), "t") is None
+
+
+def test_plan_shows_a_compute_matched_cell_by_its_flops_not_its_update_cap(tmp_path, capsys):
+    """A cell matched on compute ends on its FLOPs; `replaylab.plan` shows its update budget as the cap it is."""
+    from replaylab.cli.plan import main
+
+    assert main(["+sweep=tiny_fifo", "order=0", f"output_root={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    assert "<= 400 (1.8e+12 FLOPs)" in out
+    assert main(["+sweep=tiny_grpo_replay", "order=0", f"output_root={tmp_path}"]) == 0
+    assert "FLOPs" not in capsys.readouterr().out.split("cells,")[0]

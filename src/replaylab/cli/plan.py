@@ -78,7 +78,8 @@ def plan(overrides: list[str]) -> list[dict]:
                 "strategy": cfg.strategy.get("label") or cfg.strategy.name, "model": cfg.model.name_or_path,
                 "teacher": cfg.teacher.name_or_path if cfg.trainer.kind == "opd" else "-",
                 "budget": cfg.budget.name, "max_response_tokens": cfg.budget.max_response_tokens,
-                "order": cfg.order, "updates": cfg.budget.max_updates, "done": is_done(path), "run_dir": str(path),
+                "order": cfg.order, "updates": cfg.budget.max_updates, "compute": cfg.budget.max_compute,
+                "done": is_done(path), "run_dir": str(path),
                 "branch": branch_facts(cfg, obj, path), "jobs": jobs,
             })
     assign_donors(cells)
@@ -242,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"replaylab plan: invalid config: {e}", file=sys.stderr)
         return 2
-    rows = [[i, c["strategy"], c["model"], c["teacher"], c["budget"], c["max_response_tokens"], c["order"], c["updates"],
+    # a compute-matched cell ends on its FLOPs; its update budget is only a cap
+    rows = [[i, c["strategy"], c["model"], c["teacher"], c["budget"], c["max_response_tokens"], c["order"],
+             f"<= {c['updates']} ({c['compute']:.2g} FLOPs)" if c.get("compute") else c["updates"],
              "done" if c["done"] else "todo", c["run_dir"]] for i, c in enumerate(cells)]
     print(tabulate(rows, headers=COLUMNS, tablefmt="plain", disable_numparse=True))
     print(f"{len(cells)} cells, {sum(c['done'] for c in cells)} done")
