@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 # are reset to the schema defaults here, as a setting of an evaluation that never runs is a config error.
 QUIET = ["eval=none", "eval.probe_size=0", "eval.max_new_tokens=64", "eval.tail=1", "eval.tail_every=0",
          "wandb.enabled=false", "progress=false", "trainer.warmup_updates=0", "trainer.eval_every=0",
-         "trainer.checkpoint_every=0"]
+         "trainer.checkpoint_every=0", "trainer.keep_checkpoints=1"]  # (tiny_ropd keeps 2; one is written here)
 
 
 def config(overrides: list[str]):
