@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -242,3 +243,27 @@ def test_ropd_does_not_branch_from_a_donor_without_gradient_readings(run_train, 
     iterations.clear()
     summary, _ = run_train([*ROPD, "strategy.burn_in=100", *shared], tmp_path / "runs")
     assert "branched_from" not in summary and len(iterations) == 8
+
+
+def test_a_branched_run_killed_before_its_own_checkpoint_branches_again_and_one_past_it_is_refused(run_train, tmp_path):
+    """A branched run (from update 4) killed before its own next checkpoint (6) starts from the donor again and
+    writes the same rows; one whose rows reach 6 while its checkpoints are gone is refused, rows untouched
+    (Trainer.refuse_lost_rows: a restart would truncate rows no checkpoint can restore)."""
+    from replaylab.results.rows import RowsMismatch
+
+    whole, whole_dir = run_train(["strategy=fixed_schedule", "branch=false", *SCHEDULE], tmp_path / "whole")
+    run_train(["strategy=current", *SCHEDULE[2:]], tmp_path / "branched")
+    branched, path = run_train(["strategy=fixed_schedule", *SCHEDULE], tmp_path / "branched")
+    assert branched["branched_from"].endswith("@4")
+    lines = (path / "rows.jsonl").read_text().splitlines(keepends=True)
+    (path / "done.json").unlink()
+    shutil.rmtree(path / "checkpoints")
+    (path / "rows.jsonl").write_text("".join(line for line in lines if json.loads(line)["update"] < 6))
+    again, _ = run_train(["strategy=fixed_schedule", *SCHEDULE], tmp_path / "branched")
+    assert again["branched_from"].endswith("@4") and comparable(load_rows(path)) == comparable(load_rows(whole_dir))
+    (path / "done.json").unlink()
+    shutil.rmtree(path / "checkpoints")
+    kept = (path / "rows.jsonl").read_text()
+    with pytest.raises(RowsMismatch, match="at or past update 6 where this run writes its first checkpoint"):
+        run_train(["strategy=fixed_schedule", *SCHEDULE], tmp_path / "branched")
+    assert (path / "rows.jsonl").read_text() == kept
