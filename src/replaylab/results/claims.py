@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from replaylab.results.aggregation import final_eval, is_accuracy
 from replaylab.results.frame import DONE
-from replaylab.results.paired import by_order, compare
+from replaylab.results.paired import by_order, describe_diffs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -232,9 +232,10 @@ def run_check(df: pd.DataFrame, check: Check, level: float = 0.95, power: float 
             final_eval(both[both["split"] == "eval"])  # raises when the arms average different numbers of evaluations
         arm, against = arm_values(df, check, check.arm), arm_values(df, check, check.against)
         scale = 100.0 if check.measure == "eval" and is_accuracy(check.metric) else 1.0
-    row = compare(arm, against, scale, level, power, alpha)
-    units, base = by_order(arm, against)  # the pairs compare read: orders, when an order ran several seeds
-    row["diffs"] = [scale * (float(a) - float(b)) for a, b in zip(units, base)]
+    units, base = by_order(arm, against)  # the pairs: orders, when an order ran several seeds
+    diffs = [scale * (float(a) - float(b)) for a, b in zip(units, base)]
+    row = describe_diffs(diffs, level, power, alpha)
+    row["diffs"] = diffs
     row["against_mean"] = scale * float(base.mean()) if len(base) else math.nan
     row["verdict"] = check_verdict(check.expect, row["ci_low"], row["ci_high"], row["mde"], check.effect)
     row["left_out"] = left_out(df, check, arm, against)

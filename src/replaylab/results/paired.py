@@ -133,7 +133,11 @@ def compare(values, reference, scale: float, level: float, power: float, alpha: 
     """Paired difference of two Series indexed by (order, seed) (`by_order`'s pairs): mean, sd, interval,
     pairs and MDE."""
     values, reference = by_order(values, reference)
-    diffs = [scale * (float(v) - float(r)) for v, r in zip(values, reference)]
+    return describe_diffs([scale * (float(v) - float(r)) for v, r in zip(values, reference)], level, power, alpha)
+
+
+def describe_diffs(diffs: Sequence[float], level: float, power: float, alpha: float) -> dict[str, float]:
+    """Mean, sd, interval (the covering one when the pairs are mostly equal), pairs and MDE of paired differences."""
     mean, sd, lo, hi, n = paired_interval(diffs, level)
     zero_inflated = mostly_equal(diffs)
     if zero_inflated:  # the t-interval undercovers there; the MDE stays the t-test's, a statement of power

@@ -37,9 +37,11 @@ def training_rows(name: str, size: int, seed: int, data_root: str | None,
         rows = [{"id": p.uid, "problem": p.question, "answer": p.answer} for p in training_problems(size, seed, TINY_DATA[name])]
     else:
         rows = load_train_rows(name, data_root)
-    dropped = [r["id"] for r in rows if normalised(r["problem"]) in held_out]
-    kept = [r for r in rows if normalised(r["problem"]) not in held_out] if dropped else rows
-    return (kept if name in TINY_DATA else hashed_subset(kept, size, lambda row: row["id"], name)), dropped
+    kept, dropped = [], []
+    for r in rows:
+        (dropped if normalised(r["problem"]) in held_out else kept).append(r)
+    ids = [r["id"] for r in dropped]
+    return (kept if name in TINY_DATA else hashed_subset(kept, size, lambda row: row["id"], name)), ids
 
 
 def render_prompts(rows: list[dict[str, str]], tokenizer: PreTrainedTokenizerBase, instruction: str,

@@ -84,14 +84,22 @@ def build_grader(cfg: Config):
     return Grader(num_workers=cfg.eval.grader_workers, timeout_seconds=cfg.eval.grader_timeout)
 
 
-def training_prompt_rows(cfg: Config) -> list[dict[str, str]]:
-    """The training prompt set, without the questions of the benchmarks the run evaluates on (said in the log)."""
+def evaluated_benchmarks(cfg: Config) -> list:
+    """The benchmarks the run evaluates on (eval.benchmarks, else the suite's), loaded once: the evaluation scores
+    them and the training set leaves their questions out."""
     from replaylab.evaluation.benchmarks import get_benchmarks
+
+    e = cfg.eval
+    names = list(e.benchmarks) or ([] if e.suite == "none" else e.suite)
+    return get_benchmarks(names, e.data_root or cfg.data.data_root) if names else []
+
+
+def training_prompt_rows(cfg: Config, benchmarks: list | None = None) -> list[dict[str, str]]:
+    """The training prompt set, without the questions of the benchmarks the run evaluates on (said in the log)."""
     from replaylab.tasks.datasets import normalised
 
-    names = list(cfg.eval.benchmarks) or ([] if cfg.eval.suite == "none" else cfg.eval.suite)
-    held_out = frozenset(normalised(item.question) for bench in get_benchmarks(names, cfg.eval.data_root or
-                                                                                cfg.data.data_root) for item in bench.items)
+    benchmarks = evaluated_benchmarks(cfg) if benchmarks is None else benchmarks
+    held_out = frozenset(normalised(item.question) for bench in benchmarks for item in bench.items)
     rows, dropped = training_rows(cfg.data.name, cfg.data.size, cfg.data.seed, cfg.data.data_root, held_out)
     if dropped:
         log.warning("replaylab: %d problem(s) of data.name=%s are questions of the evaluated benchmarks and are left out "
@@ -99,16 +107,15 @@ def training_prompt_rows(cfg: Config) -> list[dict[str, str]]:
     return rows
 
 
-def build_evaluate(cfg: Config, generator, tokenizer, grader):
-    """A callable(update) -> [(benchmark, metrics, n)] for the trainer's periodic evaluation."""
-    e = cfg.eval
-    names = list(e.benchmarks) or ([] if e.suite == "none" else e.suite)
-    if not names:
+def build_evaluate(cfg: Config, generator, tokenizer, grader, benchmarks: list | None = None):
+    """A callable(update) -> [(benchmark, metrics, n)] for the trainer's periodic evaluation (None: nothing to
+    evaluate); `benchmarks` as `evaluated_benchmarks` loads them."""
+    benchmarks = evaluated_benchmarks(cfg) if benchmarks is None else benchmarks
+    if not benchmarks:
         return None
-    from replaylab.evaluation.benchmarks import get_benchmarks
     from replaylab.evaluation.runner import evaluate_benchmarks
 
-    benchmarks = get_benchmarks(names, e.data_root or cfg.data.data_root)
+    e = cfg.eval
     # (metric prefix, decoding, samples per problem): the main evaluation, and the sampled one beside
     # it (plain sampling at eval.sampled_temperature: top-p / top-k belong to the main decoding)
     passes = [("", SamplingParams(e.max_new_tokens, e.temperature, e.top_p, e.top_k), e.samples or None)]
@@ -158,10 +165,11 @@ def build_components(cfg: Config) -> Components:
     generator = build_generator(cfg, policy, tokenizer)
     teacher = build_teacher(cfg, objective, device, tokenizer)
     grader = build_grader(cfg)
-    rows = training_prompt_rows(cfg)
+    benchmarks = evaluated_benchmarks(cfg)
+    rows = training_prompt_rows(cfg, benchmarks)
     prompts = render_prompts(rows, tokenizer, cfg.data.instruction, cfg.data.enable_thinking)
     stream = PromptStream(prompts, data_order(len(prompts), cfg.order))
-    evaluate = build_evaluate(cfg, generator, tokenizer, grader)
+    evaluate = build_evaluate(cfg, generator, tokenizer, grader, benchmarks)
     # The initial policy samples through an in-process generator even when rollouts use vLLM: a second
     # colocated engine would need its own GPU memory budget. On resume the policy is loaded from its
     # initial weights before the checkpoint overwrites it, so this copy is the same either way.

@@ -82,10 +82,11 @@ class UpdateMetrics:
             reduced = D.all_reduce_sum([self.num[k] for k in sums] + [self.den[k] for k in keys])
             self.num.update(zip(sums, reduced[: len(sums)]))
             self.den.update(zip(keys, reduced[len(sums):]))
-            for k in keys:
-                if kind(k) in ("max", "min"):
-                    sign = 1.0 if kind(k) == "max" else -1.0
-                    self.num[k] = sign * D.all_reduce_max(sign * self.num[k])
+            extremes = [k for k in keys if kind(k) in ("max", "min")]
+            signs = [1.0 if kind(k) == "max" else -1.0 for k in extremes]  # a min is the max of the negatives
+            if extremes:  # one collective for all of them
+                peaks = D.all_reduce_max([s * self.num[k] for s, k in zip(signs, extremes)])
+                self.num.update({k: s * v for s, k, v in zip(signs, extremes, peaks)})
             self.only = {}  # several ranks reported: no single slice's value to keep
         # A slice without a loss term (GRPO: every row inert, no forward) leaves it out of that term's
         # share-weighted mean instead of counting as 0; the shares of all slices sum to 1.
