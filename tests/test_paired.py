@@ -225,10 +225,10 @@ def test_a_paired_row_says_what_each_arm_spent_beside_the_reference():
     assert table.at["short", "notes"] == "spent 0.50x updates, 0.50x trajectories, 0.50x FLOPs of current's"
     assert table.at["greedy", "notes"] == "spent 2.00x trajectories, 1.30x FLOPs of current's"
     assert "spent" not in table.at["same", "notes"]  # 1% more FLOPs: within the ledger's tolerance
-    for r in records:  # an eval.max_problems override on one arm: its accuracies are on other problems
+    for r in records:  # one eval setting, other sample counts (a benchmark file changed between the runs)
         r["n"] = 50 if r["strategy"] == "same" else 100
     table = paired_table(tidy_frame(records), "current").set_index("strategy")
-    assert table.at["same", "notes"] == "evaluated on 50 problems against current's 100"
+    assert table.at["same", "notes"] == "scored 50 samples against current's 100"
 
 
 def test_rows_without_a_block_column_form_one_block():

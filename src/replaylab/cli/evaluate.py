@@ -44,8 +44,11 @@ def load_checkpoint_into(model, checkpoint: str) -> int:
 def evaluate(cfg: DictConfig) -> list[dict]:
     obj = to_object(cfg)
     check_evaluation_run(obj)  # before any model loads
+    from dataclasses import asdict
+
     import torch
     from replaylab.models import kernels
+    from replaylab.results.frame import eval_setting
     from replaylab.results.rows import RowWriter
     from replaylab.training.build import (
         build_evaluate,
@@ -68,7 +71,8 @@ def evaluate(cfg: DictConfig) -> list[dict]:
     run.mkdir(parents=True, exist_ok=True)
     identity = {"run": run.name, "config_hash": config_hash(cfg), "experiment": obj.experiment,
                 "model": obj.model.name_or_path, "checkpoint": obj.eval.checkpoint or "", "budget": obj.eval.budget,
-                "max_response_tokens": obj.eval.max_new_tokens, "seed": obj.trainer.seed}
+                "max_response_tokens": obj.eval.max_new_tokens, "seed": obj.trainer.seed,
+                "eval_setting": eval_setting(asdict(obj.eval))}
     rows = RowWriter(run / "rows.jsonl", identity)
     rows.truncate(0)
     try:

@@ -64,7 +64,10 @@ def _skip(path) -> dict:
 
 
 def _train_locked(cfg: DictConfig, obj, path) -> dict:
+    from dataclasses import asdict
+
     from replaylab import parallel as D
+    from replaylab.results.frame import eval_setting
     from replaylab.results.rows import NullRows, RowWriter
     from replaylab.storage import atomic_write
     from replaylab.training.build import (
@@ -87,6 +90,7 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
         "max_response_tokens": obj.budget.max_response_tokens, "seed": obj.trainer.seed,
         "prompts_per_iteration": obj.trainer.prompts_per_iteration, "samples_per_prompt": obj.trainer.samples_per_prompt,
         "resample_period": obj.trainer.resample_period, "eval_tail": obj.eval.tail,
+        "eval_setting": eval_setting(asdict(obj.eval)),
     }
     rows = RowWriter(path / "rows.jsonl", identity) if D.is_main() else NullRows()
     mirror = None

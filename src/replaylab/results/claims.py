@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from replaylab.results.aggregation import final_eval, is_accuracy
 from replaylab.results.frame import DONE
 from replaylab.results.paired import by_order, describe_diffs
+from replaylab.results.paired_notes import check_same_evaluation
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -221,6 +222,9 @@ def check_verdict(expect: Expect, lo: float, hi: float, mde: float, effect: floa
 
 def run_check(df: pd.DataFrame, check: Check, level: float = 0.95, power: float = 0.8, alpha: float = 0.05) -> dict[str, Any]:
     """The check's paired difference, interval, MDE, per-pair differences and verdict."""
+    if check.measure in ("eval", "updates_to_level"):  # accuracies measured differently do not pair
+        check_same_evaluation(_finished(df, check, check.arm), _finished(df, check, check.against),
+                              f"claim check {check.label!r}: the arm", "the comparison")
     if check.measure == "updates_to_level":
         arm, against = updates_to_level(df, check)
         scale = 1.0

@@ -13,6 +13,7 @@ config rather than the rows' identity columns.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from pathlib import Path
@@ -44,7 +45,9 @@ IDENTITY_FROM_CONFIG: dict[str, str | tuple[str, ...]] = {
     "resample_period": "trainer.resample_period",
     "eval_tail": "eval.tail",  # evaluations averaged into the run's final value (results.aggregation.final_eval)
 }
-IDENTITY = ("run", "config_hash", *IDENTITY_FROM_CONFIG, "versions")
+# `eval_setting` (eval_setting() of the eval config) is derived, not one key: accuracies measured with other
+# decoding, samples, budget or problems do not compare, so tables split or refuse on it like any identity column
+IDENTITY = ("run", "config_hash", *IDENTITY_FROM_CONFIG, "eval_setting", "versions")
 SPLITS = ("train", "eval", "strategy", "probe")
 DONE, UNFINISHED = "done", "failed/running"
 # Run directories are named `<trainer>-<strategy>-<hash>` (or `eval-<hash>`): 16 hex digits at the
@@ -78,7 +81,37 @@ def identity_from_config(config: Mapping[str, Any]) -> dict[str, Any]:
         ident[col] = found[0] if found else None
     if ident["trainer"] is not None and ident["trainer"] != "opd":
         ident["teacher"] = ""  # train.py records a teacher only for OPD runs
+    evaluation = {k[len("eval."):]: v for k, v in flat.items() if k.startswith("eval.")}
+    ident["eval_setting"] = eval_setting(evaluation) if evaluation else None
     return ident
+
+
+def eval_setting(evaluation: Mapping[str, Any]) -> str:
+    """What an evaluation measured, in the eval config's terms (config.EvalConfig): benchmarks, problems,
+    decoding, samples per problem, response budget, the sampled pass beside it, instruction and thinking mode,
+    e.g. `tiny8 greedy 64tok + sampled T=1 x4`. Two runs whose strings differ scored different things."""
+    e = dict(evaluation)
+    what = ",".join(map(str, e.get("benchmarks") or [])) or str(e.get("suite", ""))
+    if e.get("max_problems"):
+        what += f"[{e['max_problems']} problems]"
+    temperature = float(e.get("temperature", 0.0))
+    if temperature == 0:
+        decoding = "greedy"
+    else:
+        decoding = f"T={temperature:g}"
+        if float(e.get("top_p", 1.0)) < 1:
+            decoding += f" top_p={float(e['top_p']):g}"
+        if e.get("top_k"):
+            decoding += f" top_k={e['top_k']}"
+        decoding += f" x{e['samples']}" if e.get("samples") else " x(benchmark k)"
+    text = f"{what} {decoding} {e.get('max_new_tokens')}tok"
+    if e.get("sampled_k"):
+        text += f" + sampled T={float(e.get('sampled_temperature', 1.0)):g} x{e['sampled_k']}"
+    if e.get("instruction"):
+        text += f" + instruction {hashlib.sha256(str(e['instruction']).encode()).hexdigest()[:8]}"
+    if e.get("enable_thinking"):
+        text += " + thinking"
+    return text
 
 
 def is_missing(value: Any) -> bool:
@@ -196,7 +229,19 @@ def budget_note(df: pd.DataFrame) -> str | None:
             "budget: " + "; ".join(parts) + ".")
 
 
+def eval_note(df: pd.DataFrame) -> str | None:
+    """A sentence when a frame's runs were evaluated in more than one way (rows' `eval_setting`): their
+    accuracies are not on one scale, whichever rows of the table they land in."""
+    if "eval_setting" not in df.columns:
+        return None
+    counts = df.drop_duplicates("run")["eval_setting"].dropna().astype(str).value_counts()
+    if len(counts) < 2:
+        return None
+    return ("Runs evaluated in different ways (rows' `eval_setting`), whose accuracies do not compare: "
+            + "; ".join(f"{n} run{'s' if n > 1 else ''} as `{v}`" for v, n in counts.items()) + ".")
+
+
 def run_notes(df: pd.DataFrame) -> str | None:
-    """What a table over `df` must say about where its runs came from and how they ended."""
-    notes = [n for n in (versions_note(df), budget_note(df)) if n]
+    """What a table over `df` must say about where its runs came from, how they were evaluated and how they ended."""
+    notes = [n for n in (versions_note(df), eval_note(df), budget_note(df)) if n]
     return " ".join(notes) or None

@@ -177,7 +177,7 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
     pairs (data orders) at which its MDE would be at most `plan`, projected from its observed spread."""
     import pandas as pd
 
-    from replaylab.results.paired_notes import eval_size_note, left_out_note, spend_note
+    from replaylab.results.paired_notes import check_same_evaluation, eval_size_note, left_out_note, spend_note
 
     if plan is not None and not (math.isfinite(plan) and plan > 0):
         raise ValueError(f"plan={plan}: the effect to plan for must be a positive number")
@@ -213,6 +213,7 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
                 for bench in benches:
                     cell = part[(part["metric"] == metric) & (part["benchmark"] == bench)]
                     ref_rows, rows = cell[cell["strategy"] == reference], cell[cell["strategy"] == strategy]
+                    check_same_evaluation(rows, ref_rows, strategy, reference)
                     ref = ref_rows.set_index(["order", "seed"])["value"]
                     other = rows.set_index(["order", "seed"])["value"]
                     unpaired = sorted(set(ref.index) ^ set(other.index), key=str)

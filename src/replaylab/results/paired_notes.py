@@ -38,14 +38,29 @@ def spend_note(arm: pd.DataFrame, reference: pd.DataFrame, name: str) -> str:
 
 
 def eval_size_note(arm: pd.DataFrame, reference: pd.DataFrame, name: str) -> str:
-    """Says when the arm's evaluation read other numbers of problems (rows' `n`) than the reference's: an
-    `eval.max_problems` override on one arm, say. Accuracies on different problem sets do not pair."""
+    """Says when the arm's evaluation scored other numbers of samples (rows' `n`: problems x samples per
+    problem, less the problems whose gold did not parse) than the reference's, under one eval setting: a
+    benchmark file changed between the runs, or gold parsing did. Accuracies on different problem sets do
+    not pair."""
     if "n" not in arm.columns or "n" not in reference.columns:
         return ""
     mine, theirs = (sorted(set(frame["n"].dropna().astype(int))) for frame in (arm, reference))
     if not mine or not theirs or mine == theirs:
         return ""
-    return f"evaluated on {'/'.join(map(str, mine))} problems against {name}'s {'/'.join(map(str, theirs))}"
+    return f"scored {'/'.join(map(str, mine))} samples against {name}'s {'/'.join(map(str, theirs))}"
+
+
+def check_same_evaluation(arm: pd.DataFrame, reference: pd.DataFrame, arm_name: str, reference_name: str) -> None:
+    """Raises when the two arms' runs were evaluated differently (rows' `eval_setting`: decoding, samples per
+    problem, budget, problems): their accuracies measure different things and a paired difference of them
+    would read the evaluation change as an effect of the strategy. Runs from before the column are not checked."""
+    if "eval_setting" not in arm.columns or "eval_setting" not in reference.columns:
+        return
+    mine, theirs = (set(frame["eval_setting"].dropna().astype(str)) for frame in (arm, reference))
+    if mine and theirs and mine != theirs:
+        raise ValueError(f"{arm_name} was evaluated as {' | '.join(sorted(mine))!r} and {reference_name} as "
+                         f"{' | '.join(sorted(theirs))!r} (rows' eval_setting): accuracies measured differently do not "
+                         "pair; rerun one arm's evaluation with the other's eval settings")
 
 
 def left_out_note(remarks: dict[str, str], runs: pd.DataFrame, strategies: tuple[str, ...], block: str | None,
