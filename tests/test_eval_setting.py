@@ -15,26 +15,32 @@ from replaylab.results.frame import eval_setting
 OPD = ["eval.probe_size=0", "budget.max_updates=2", "experiment=evals"]
 
 
-def test_runs_evaluated_on_other_problems_are_named_in_tables_and_refused_by_pairing(run_train, tmp_path, capsys):
+def test_runs_evaluated_on_other_problems_are_named_in_tables_and_refused_by_pairing(run_train, capsys):
     from replaylab.cli.main import main
     from replaylab.results.claims import Check, run_check
     from replaylab.results.frame import load_experiment
 
     _, current = run_train([*OPD, "strategy=current"])
-    # the same strategy on the same problems, and another one scored on 3 problems per benchmark instead of 4
+    # a run of another budget, evaluated at that budget's response length as tiny_ropd's are: not remarked
+    run_train([*OPD, "strategy=current", "eval.max_problems=3", "budget.name=tiny_long",
+               "budget.max_response_tokens=32", "eval.max_new_tokens=32", "order=1"])
+    exp = current.parent
+    assert main(["table", str(exp)]) == 0
+    assert "evaluated in different ways" not in capsys.readouterr().out
+
+    # another strategy at the first budget, scored on 3 problems per benchmark instead of 4
     _, initial = run_train([*OPD, "strategy=initial", "eval.max_problems=3"])
     settings = {path.name: {r["eval_setting"] for r in load_rows(path)} for path in (current, initial)}
     assert settings[current.name] == {eval_setting(asdict(to_object(run_train.config([*OPD, "strategy=current"])).eval))}
     assert settings[current.name] == {"tiny8[4 problems] greedy 24tok"}
     assert settings[initial.name] == {"tiny8[3 problems] greedy 24tok"}
-
-    exp = current.parent
     assert main(["table", str(exp)]) == 0
-    assert "Runs evaluated in different ways" in capsys.readouterr().out
+    assert "Runs of one budget evaluated in different ways" in capsys.readouterr().out
     assert main(["table", str(exp), "--paired", "current"]) == 2
     err = capsys.readouterr().err
     assert "'tiny8[3 problems] greedy 24tok'" in err and "do not pair" in err
-    check = Check("initial - current", {"strategy": "initial"}, {"strategy": "current"}, "higher", 3.0)
+    check = Check("initial - current", {"strategy": "initial"}, {"strategy": "current"}, "higher", 3.0,
+                  where={"budget": "tiny"})
     with pytest.raises(ValueError, match="claim check 'initial - current'.*do not pair"):
         run_check(load_experiment(exp), check)
 

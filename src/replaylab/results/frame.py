@@ -230,15 +230,23 @@ def budget_note(df: pd.DataFrame) -> str | None:
 
 
 def eval_note(df: pd.DataFrame) -> str | None:
-    """A sentence when a frame's runs were evaluated in more than one way (rows' `eval_setting`): their
-    accuracies are not on one scale, whichever rows of the table they land in."""
+    """A sentence when a frame's runs of one budget were evaluated in more than one way (rows' `eval_setting`):
+    their accuracies are not on one scale, whichever rows of the table they land in. Budgets are the tables'
+    blocks, and a sweep's evaluation budget often follows its response budget (tiny_ropd), so settings that
+    differ only between budgets are not remarked."""
+    import pandas as pd
+
     if "eval_setting" not in df.columns:
         return None
-    counts = df.drop_duplicates("run")["eval_setting"].dropna().astype(str).value_counts()
-    if len(counts) < 2:
+    runs = df.drop_duplicates("run").dropna(subset=["eval_setting"])
+    blocks = runs.groupby(runs["budget"].astype(str) if "budget" in runs.columns else 0)
+    mixed = [part for _, part in blocks if part["eval_setting"].nunique() > 1]
+    if not mixed:
         return None
-    return ("Runs evaluated in different ways (rows' `eval_setting`), whose accuracies do not compare: "
+    counts = pd.concat(mixed)["eval_setting"].astype(str).value_counts()
+    return ("Runs of one budget evaluated in different ways (rows' `eval_setting`), whose accuracies do not compare: "
             + "; ".join(f"{n} run{'s' if n > 1 else ''} as `{v}`" for v, n in counts.items()) + ".")
+
 
 
 def run_notes(df: pd.DataFrame) -> str | None:
