@@ -97,14 +97,17 @@ table-budget-axes: install
 # The claims report: every tiny sweep a seed-paper claim reads, then `replaylab claims` over their runs
 # (reports/tiny_claims.md and one figure per claim beside it). CLAIM_SWEEPS narrows it, e.g.
 # make tiny-claims CLAIM_SWEEPS='tiny_grpo_replay'; the report reads only those sweeps' runs (tiny_ropd_long
-# writes into tiny_ropd's experiment), and the other claims are reported as not run.
+# writes into tiny_ropd's experiment), and the other claims are reported as not run. With RUNS=DIR the
+# report goes to DIR/reports/ beside those runs, so a trial sweep never overwrites the checkout's report;
+# CLAIMS_OUT=FILE names it.
 CLAIM_SWEEPS ?= tiny_ropd tiny_ropd_long tiny_budget_axes tiny_grpo_replay
+CLAIMS_OUT ?= $(if $(filter runs,$(RUNS)),reports,$(RUNS)/reports)/tiny_claims.md
 comma := ,
 tiny-claims: install
 	$(runs_stay_put)
 	set -e; for s in $(CLAIM_SWEEPS); do $(SWEEP) +sweep=$$s $(TINY_LAUNCHER) output_root=$(RUNS) $(ARGS); done
 	$(VENV)/bin/replaylab claims $(RUNS) --sweeps $(subst $() ,$(comma),$(sort $(patsubst %_long,%,$(CLAIM_SWEEPS)))) \
-		--out reports/tiny_claims.md
+		--out $(CLAIMS_OUT)
 
 # The R-OPD table: five orders at both budgets, then eight more at the long one (same experiment).
 tiny-table-ropd: install

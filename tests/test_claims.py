@@ -431,6 +431,24 @@ def test_every_claim_reads_a_sweep_that_runs_its_arms_and_make_tiny_claims_runs_
         assert wanted <= budgets, (sweep, wanted - budgets)
 
 
+def test_make_tiny_claims_writes_a_report_of_other_runs_beside_them_not_over_the_checkouts():
+    """`make tiny-claims RUNS=DIR` reads DIR's runs, so its report goes to DIR/reports/; the default run's
+    report stays reports/tiny_claims.md, and CLAIMS_OUT names another file."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+
+    def out(*args: str) -> str:
+        text = subprocess.run(["make", "-n", "tiny-claims", "CLAIM_SWEEPS=tiny_grpo_replay", *args], cwd=root,
+                              capture_output=True, text=True, check=True).stdout
+        return text.split("--out ")[-1].split()[0]
+
+    assert out() == "reports/tiny_claims.md"
+    assert out("RUNS=/tmp/trial") == "/tmp/trial/reports/tiny_claims.md"
+    assert out("RUNS=/tmp/trial", "CLAIMS_OUT=/tmp/r.md") == "/tmp/r.md"
+
+
 def test_a_not_uniform_claim_reads_its_checks_as_for_or_against_it(tmp_path, monkeypatch):
     """"X is not uniformly better" with X better in every check: the claim is contradicted, and its checks
     must read "higher (against the claim)", not "reproduced" under a contradicted claim; one check where
