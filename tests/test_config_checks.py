@@ -155,7 +155,7 @@ def test_setting_without_effect_is_a_config_error(overrides, key):
     ["eval=none", "eval.probe_size=0", "trainer.eval_every=0"],
     ["eval.benchmarks=[tiny8/add2]", "eval.max_problems=4"],
     # docs/scale_out.md's server teacher: its group's dtype describes the served model (not refused, though unread)
-    ["pairing=qwen3_0.6b-qwen3_8b", "trainer=opd_sampled", "teacher.kind=server", "teacher.server_url=http://x"],
+    ["pairing=qwen3_0.6b-qwen3_8b", "rollout=hf", "trainer=opd_sampled", "teacher.kind=server", "teacher.server_url=http://x"],
     ["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.cooldown=0"],
     ["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.cooldown=3", "strategy.cooldown_jitter=0.5"],
     ["data=math_train", "data.data_root=/data/math"], ["data.seed=7"],

@@ -118,6 +118,10 @@ def check_strategy(cfg, strategy_cls) -> None:
 
 def check_rollout(cfg) -> None:
     r = cfg.rollout
+    check(r.engine != "fast" or cfg.model.dtype == "float32", "rollout.engine",
+          f"fast decodes float32 models only, and model.dtype={cfg.model.dtype}: in lower precision its behaviour "
+          "log-probs drift from the trainer's recomputation (models/lean.float32_reason); use rollout=hf or rollout=vllm, "
+          "or model.dtype=float32")
     default = defaults_of(r)
     for key, engine in ENGINE_SPECIFIC:
         value = getattr(r, key)

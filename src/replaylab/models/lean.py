@@ -61,6 +61,16 @@ def supports(model: nn.Module) -> str | None:
     return None
 
 
+def float32_reason(model: nn.Module) -> str | None:
+    """None for a float32 model, else why this module's maths (and rollout/decoder.py's) does not apply:
+    it computes in the parameters' dtype where transformers upcasts RMSNorm and softmax, so in bfloat16 its
+    log-probs drift from the trainer's recomputation (the audit of 2026-12-07 measured 2.4x rollout=hf's gap
+    for the decoder's behaviour log-probs, up to 0.19 nats on one token)."""
+    if any(p.dtype != torch.float32 for p in model.parameters()):
+        return "its parameters are not float32 (transformers upcasts RMSNorm and softmax internally; this code does not)"
+    return None
+
+
 def trainable_reason(model: nn.Module) -> str | None:
     """None if `attach` may give this module the lean forward, else why not."""
     if not hasattr(model, "config") or not hasattr(model, "model"):
@@ -68,8 +78,9 @@ def trainable_reason(model: nn.Module) -> str | None:
     why = supports(model)
     if why:
         return why
-    if any(p.dtype != torch.float32 for p in model.parameters()):
-        return "its parameters are not float32 (transformers upcasts RMSNorm internally; this forward does not)"
+    why = float32_reason(model)
+    if why:
+        return why
     if getattr(model.config, "attention_dropout", 0.0):
         return "attention dropout is on (this forward has none)"
     if getattr(model, "is_gradient_checkpointing", False):

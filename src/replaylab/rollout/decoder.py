@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from replaylab.models import kernels
-from replaylab.models.lean import MIN_PRUNED_ROWS, UnsupportedModel, supports
+from replaylab.models.lean import MIN_PRUNED_ROWS, UnsupportedModel, float32_reason, supports
 
 
 @dataclass
@@ -67,7 +67,7 @@ class KVCache:
 
 class LeanDecoder:
     def __init__(self, model: nn.Module):
-        why = supports(model)
+        why = supports(model) or float32_reason(model)
         if why:
             raise UnsupportedModel(f"rollout=fast cannot run this model: {why}; use rollout=hf")
         self.model = model

@@ -3,12 +3,16 @@
 Behaviour log-probs are those of the distribution actually sampled from: log-softmax of the logits
 divided by the temperature (before top-k/top-p truncation, as verl and vLLM report them), so
 importance ratios against a trainer that applies the same temperature are exact.
+
+`generate` runs with none of the checkpoint's own generation settings: transformers fills every setting a
+call leaves unset from `model.generation_config`, so a checkpoint that ships a repetition penalty, min-p
+or a minimum length would sample from a distribution the behaviour log-probs (and rollout=fast) never see.
 """
 
 from __future__ import annotations
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from replaylab.rollout.base import NonFiniteLogits, SamplingParams, generate_in_chunks
 from replaylab.types import Prompt, Sample, Source
@@ -68,6 +72,14 @@ class HFGenerator:
 
     def _call_generate(self, ids, att, params: SamplingParams, greedy: bool):
         tok = self.tokenizer
+        own = self.model.generation_config
+        self.model.generation_config = GenerationConfig()  # only what this call sets (module docstring)
+        try:
+            return self._generate(ids, att, params, greedy, tok)
+        finally:
+            self.model.generation_config = own
+
+    def _generate(self, ids, att, params: SamplingParams, greedy: bool, tok):
         return self.model.generate(
             input_ids=ids,
             attention_mask=att,

@@ -18,6 +18,9 @@ import torch
 from replaylab.rollout.base import NonFiniteLogits, SamplingParams
 
 
+EXACT_SUM_ABOVE = 4096  # vocabulary size from which the inverse-CDF draw sums in float64
+
+
 def check_finite(logprobs: torch.Tensor) -> None:
     """Raise NonFiniteLogits if any sampled token's log-prob (B, L) is NaN or infinite."""
     bad = ~torch.isfinite(logprobs)
@@ -36,6 +39,12 @@ def sample_next(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Ten
     probs = logp.exp()
     if params.top_k or params.top_p < 1:
         probs = _truncate(scaled, probs, params)
+    # float32 partial sums (and float32 uniforms, 24 bits) step by ~6e-8 near 1: over a real vocabulary
+    # (151,936 entries) tokens below that get no interval, a total variation of ~1e-3 per token (measured), so
+    # both run in float64 there. A small vocabulary (the tiny worlds' 128) keeps float32, where the rounding
+    # moves each boundary by ~1e-7, and its runs stay bitwise what they were.
+    if probs.shape[-1] > EXACT_SUM_ABOVE:
+        probs = probs.double()
     cdf = probs.cumsum(-1)
     u = torch.rand(cdf.shape[0], 1, dtype=cdf.dtype, device=cdf.device) * cdf[:, -1:]
     tokens = torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)

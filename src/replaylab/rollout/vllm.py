@@ -165,8 +165,9 @@ class VLLMGenerator:
                 top_p=1.0 if greedy else params.top_p, top_k=0 if greedy else params.top_k,
                 seed=request_seed(seed, i), logprobs=0, detokenize=False,
                 # Stop exactly where HFGenerator stops: at the tokenizer's EOS only, not at other
-                # EOS ids a generation_config may list (Qwen3 also lists <|endoftext|>).
-                ignore_eos=True, stop_token_ids=[self.eos_id],
+                # EOS ids a generation_config may list (Qwen3 also lists <|endoftext|>); nowhere when the
+                # caller asks for full-length rows (params.ignore_eos), as rollout=hf and rollout=fast do.
+                ignore_eos=True, stop_token_ids=[] if params.ignore_eos else [self.eos_id],
             )
             for i in range(len(flat))
         ]
