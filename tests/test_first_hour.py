@@ -98,7 +98,7 @@ def test_wandb_runs_are_grouped_by_strategy_label_and_change_id_with_the_code(mo
     ident = wandb_identity(obj, "0123456789abcdef", "code1")
     assert (ident.project, ident.group, ident.job_type) == ("replaylab-tiny_repo", "repo-recent", "tiny")
     assert {"repo-recent", "order=2", "seed=0", "budget=tiny"} <= set(ident.tags)
-    assert ident.name == "repo-recent order=2 seed=0 tiny"
+    assert ident.name == "repo-recent order=2 seed=0 tiny 01234567"
     assert wandb_identity(obj, "0123456789abcdef", "code2").run_id != ident.run_id
 
 

@@ -103,12 +103,13 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
         rows.mirrors.append(mirror)
     branches = find_branches(cfg, comp.strategy)  # used only if the run has no checkpoint of its own
     shared = SharedWork.for_run(cfg, versions())
+    summary = None
     try:
         summary = Trainer(obj, comp, path, rows, shared).run(branches)
     finally:
         comp.grader.close()
         if mirror:
-            mirror.finish()
+            mirror.finish(summary["ended_by"] if summary else None)  # None: failed (it raised or was stopped)
     if D.is_main():
         from replaylab.results.report import run_report
         from replaylab.results.rows import read_rows

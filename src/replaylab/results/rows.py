@@ -138,6 +138,15 @@ class RowWriter:
             raise RowsMismatch(f"{self.path}: {len(lines)} rows on disk, {self.count} written by this run; "
                                "another process wrote to it? The run is not marked done")
 
+    def mirror_again(self) -> None:
+        """Hand every row on disk to the mirrors again (after a resume): a killed process never sent its last
+        steps to wandb (a step is committed when the next one is logged), and an offline resume writes a new
+        log. The wandb mirror skips steps its run already holds."""
+        if self.mirrors:
+            rows = read_rows(self.path) if self.path.exists() else []
+            for m in self.mirrors:
+                m.log_rows(rows)
+
     def write(self, split: str, update: int, iteration: int, metrics: dict[str, float], ledger: dict,
               benchmark: str = "", n: dict[str, int] | None = None) -> list[dict]:
         rows = []
@@ -174,6 +183,9 @@ class NullRows:
         self.count = n
 
     def verify(self) -> None:
+        pass
+
+    def mirror_again(self) -> None:
         pass
 
     def write(self, split: str, update: int, iteration: int, metrics: dict[str, float], ledger: dict,

@@ -20,16 +20,18 @@ final ledger only, which is the ledger of a run's final evaluation (the last row
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 import pandas as pd
 
-from replaylab.results.frame import (DONE, SPLITS, UNFINISHED, NoRowsError, identity_from_config,
+from replaylab.results.frame import (DONE, SPLITS, UNFINISHED, NoRowsError, flatten, identity_from_config,
                                      is_missing, placeholder_row, tidy_frame)
 
 # Columns of the web UI export that describe the run rather than its config or summary.
 UI_NAME, UI_STATE, UI_ID, UI_STEP = ("name",), ("state",), ("id", "run id"), ("_step",)
+ID = re.compile(r"([0-9a-f]{16})(?:-[0-9a-f]{12})?")  # the mirror's run id: config hash, code digest
 
 
 def parse_key(key: str) -> tuple[str, str, str] | None:
@@ -64,21 +66,62 @@ def _status(state: Any) -> str:
     return DONE if str(state).lower() == "finished" else UNFINISHED
 
 
+def run_identity(run_id: Any, name: Any, config: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(run, config_hash) of a wandb run: the mirror's id is `<config hash>-<code digest>` (wandb_mirror), so the
+    run is named as its local run directory, `<trainer>-<strategy label or name>-<config hash>` (training.runs.
+    run_dir). The display name (strategy, order, seed, budget) is not unique: cells of a sweep that differ in
+    anything else (a pairing, budget axes) share it. An id of another shape keeps the display name."""
+    match = ID.fullmatch(str(run_id)) if not is_missing(run_id) else None
+    if match is None:
+        return name, run_id
+    flat = flatten(config)
+    label = next((flat[k] for k in ("strategy.label", "strategy.name") if not is_missing(flat.get(k)) and flat.get(k) != ""), None)
+    kind = flat.get("trainer.kind")
+    if is_missing(kind) or label is None:
+        return name, match.group(1)
+    return f"{kind}-{label}-{match.group(1)}", match.group(1)
+
+
+def _ended_by(run: Any) -> Any:
+    summary = getattr(run, "summary", None) or {}
+    value = summary.get("ended_by") if hasattr(summary, "get") else None
+    return value if isinstance(value, str) else pd.NA
+
+
 def rows_from_wandb_runs(runs: Iterable[Any]) -> pd.DataFrame:
-    """Rows of public-API runs (or run-like objects): identity from `run.config`, values from history."""
+    """Rows of public-API runs (or run-like objects): identity from `run.config`, values from history, how the
+    run ended from its summary (`ended_by`, written by the mirror at a run's end). Several wandb runs of one
+    local run (a run resumed after a code change gets a new wandb id) are one run: a step logged by both
+    reads the finished one's values, and the run is done when one of them finished."""
+    runs = sorted(runs, key=lambda run: _status(getattr(run, "state", "")) == DONE)  # finished ones last: they win
     records = []
     for run in runs:
-        identity = {"run": run.name, "config_hash": run.id, **identity_from_config(dict(run.config))}
+        config = dict(run.config)
+        name, config_hash = run_identity(run.id, run.name, config)
+        identity = {"run": name, "config_hash": config_hash, **identity_from_config(config)}
         status = _status(getattr(run, "state", ""))
+        extra = {"ended_by": _ended_by(run)}
         rows = []
         for step in _history(run):
             ledger = {f"ledger_{k[len('ledger/'):]}": v for k, v in step.items() if k.startswith("ledger/")}
-            rows += [{**r, **ledger} for key, value in step.items()
+            rows += [{**r, **ledger, **extra} for key, value in step.items()
                      if (r := _row(identity, key, value, step.get("_step"), status))]
-        records += rows or [placeholder_row(identity, status)]
+        records += rows or [{**placeholder_row(identity, status), **extra}]
     if not records:
         raise NoRowsError("wandb: no runs found; no rows found")
-    return tidy_frame(records)
+    frame = tidy_frame(records)
+    return _one_status_per_run(frame.drop_duplicates(["run", "split", "update", "benchmark", "metric"], keep="last"))
+
+
+def _one_status_per_run(frame: pd.DataFrame) -> pd.DataFrame:
+    """A run is done (and ended as it says) when any of its wandb runs finished."""
+    finished = frame[frame["status"] == DONE].drop_duplicates("run", keep="last").set_index("run")
+    if finished.empty:
+        return frame.reset_index(drop=True)
+    done = frame["run"].isin(finished.index)
+    frame.loc[done, "status"] = DONE
+    frame.loc[done, "ended_by"] = frame.loc[done, "run"].map(finished["ended_by"])
+    return frame.reset_index(drop=True)
 
 
 def _ui_column(columns: Iterable[str], names: tuple[str, ...]) -> str | None:
@@ -97,14 +140,16 @@ def rows_from_wandb_csv(frame: pd.DataFrame, source: str = "wandb export") -> pd
     for _, line in frame.iterrows():
         config = {k: v for k, v in line.items() if k not in metric_cols and k not in ledger_cols and not is_missing(v)}
         ledger = {f"ledger_{c[len('ledger/'):]}": line[c] for c in ledger_cols if not is_missing(line[c])}
-        identity = {"run": line[name], "config_hash": line[id_] if id_ else pd.NA, **identity_from_config(config)}
+        run, config_hash = run_identity(line[id_] if id_ else pd.NA, line[name], config)
+        identity = {"run": run, "config_hash": config_hash, **identity_from_config(config)}
+        extra = {"ended_by": line["ended_by"] if isinstance(line.get("ended_by"), str) else pd.NA}  # from the summary
         for key in ("order", "seed", "max_response_tokens", "prompts_per_iteration", "samples_per_prompt", "resample_period", "eval_tail"):
             if isinstance(identity[key], float) and identity[key].is_integer():
                 identity[key] = int(identity[key])  # CSV columns with a gap read back as floats
         status = _status(line[state]) if state else DONE
-        rows = [{**r, **ledger} for c in metric_cols
+        rows = [{**r, **ledger, **extra} for c in metric_cols
                 if (r := _row(identity, c, line[c], line[step] if step else None, status))]
-        records += rows or [placeholder_row(identity, status)]
+        records += rows or [{**placeholder_row(identity, status), **extra}]
     if not records:
         raise NoRowsError(f"{source}: no rows found (the export has no runs)")
     tailed = next((r for r in records if (r.get("eval_tail") or 1) > 1), None)

@@ -6,8 +6,10 @@ update, and the budget ledger as `ledger/<counter>` at the same steps (so accura
 against trajectories or teacher tokens). How runs are organised (`wandb_identity`): one project per
 experiment, one group per strategy label (grouped curves then compare strategies, averaged over
 data orders and seeds), job type = response budget, tags for strategy, trainer, budget, data order
-and seed, a readable name, and a run id of config hash plus code digest, so a rerun after a code
-change starts a new wandb run instead of appending to the old one.
+and seed, a readable name (with the short config hash), and a run id of config hash plus code digest, so a
+rerun after a code change starts a new wandb run instead of appending to the old one; readers
+(wandb_export.run_identity) name the run by its local run directory again. A run ends finished with
+`ended_by` in its summary, or failed when it raised.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def wandb_identity(obj, config_hash: str, code: str) -> WandbIdentity:
         project=w.project or f"replaylab-{obj.experiment}",
         group=w.group or label,
         job_type=obj.budget.name,
-        name=f"{label} order={obj.order} seed={obj.trainer.seed} {obj.budget.name}",
+        # the short config hash tells apart cells that differ in more than these (a pairing, budget axes)
+        name=f"{label} order={obj.order} seed={obj.trainer.seed} {obj.budget.name} {config_hash[:8]}",
         run_id=f"{config_hash}-{code}",
         tags=(label, obj.strategy.name, obj.trainer.kind, obj.trainer.objective, f"budget={obj.budget.name}",
               f"order={obj.order}", f"seed={obj.trainer.seed}"),
@@ -65,5 +68,12 @@ class WandbMirror:
             if step >= self.run.step:  # a resumed run re-logs rows wandb already has: skip them
                 self.run.log(values, step=step)
 
-    def finish(self) -> None:
+    def finish(self, ended_by: str | None) -> None:
+        """End the wandb run: finished, with the done marker's `ended_by` in its summary (which budget ended it:
+        tables read it as they read done.json), or, when `ended_by` is None (the run raised or was stopped),
+        failed, so a reader never takes an interrupted run's last evaluation for its final one."""
+        if ended_by is None:
+            self.run.finish(exit_code=1)
+            return
+        self.run.summary["ended_by"] = ended_by
         self.run.finish()

@@ -70,7 +70,7 @@ class OfflineRun:
     def __init__(self, path: Path):
         from wandb.proto import wandb_internal_pb2 as pb
 
-        self.path, self.config, self.steps = path, {}, []
+        self.path, self.config, self.steps, self.summary = path, {}, [], {}
         self.name = self.id = path.stem.removeprefix("run-")
         self.state = "running"
         for raw in records(path):
@@ -83,6 +83,8 @@ class OfflineRun:
                 self._config(rec.run.config.update)
             elif kind == "config":
                 self._config(rec.config.update)
+            elif kind == "summary":
+                self.summary.update({_key(i): json.loads(i.value_json) for i in rec.summary.update})
             elif kind == "history":
                 self.steps.append({_key(i): json.loads(i.value_json) for i in rec.history.item})
             elif kind == "exit":
@@ -99,17 +101,21 @@ class OfflineRun:
 
 def offline_runs(root: str | Path) -> list[OfflineRun]:
     """Every offline run under `root` (a run directory, an experiment directory or a wandb dir); a
-    run resumed in several processes has one file per process with the same id: the last one read wins
-    for config and state, and the histories are merged by step."""
+    run resumed in several processes has one file per process with the same id (in time order, by their
+    `offline-run-<time>` folders): the last one read wins for config, summary and state, and the histories
+    are merged by step, a later process's step replacing an earlier one's (a resumed process logs again
+    the rows its checkpoint kept, training.trainer; the killed one may have logged steps past it)."""
     files = sorted(p for p in Path(root).rglob("offline-run-*/run-*.wandb"))
     by_id: dict[str, OfflineRun] = {}
     for f in files:
         run = OfflineRun(f)
         if run.id in by_id:
             first = by_id[run.id]
-            seen = {s.get("_step") for s in first.steps}
-            first.steps += [s for s in run.steps if s.get("_step") not in seen]
+            later = {s.get("_step") for s in run.steps}
+            first.steps = sorted([s for s in first.steps if s.get("_step") not in later] + run.steps,
+                                 key=lambda s: s.get("_step", -1))
             first.config.update(run.config)
+            first.summary.update(run.summary)
             first.state = run.state
         else:
             by_id[run.id] = run

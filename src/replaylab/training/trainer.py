@@ -152,6 +152,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
             if i or notes:
                 log.warning("replaylab: resuming from %s", target)
             self.load_state_dict(state)
+            self.rows.mirror_again()  # the rows it kept: a killed process never sent its last steps to wandb
             return True
         if found:
             raise CorruptCheckpoint(f"no readable checkpoint in {self.run_dir / 'checkpoints'} "
