@@ -97,6 +97,8 @@ SILENT_BEFORE = [
     (["trainer=grpo", "teacher=none", "strategy=prompt_replay", "trainer.is_cap=2"], "trainer.is_cap"),
     (["trainer=opd_sampled", "strategy=ropd", "strategy.behaviour_weight_cap=3", "trainer.is_cap=2"], "trainer.is_cap"),
     (["trainer=grpo", "teacher=qwen3_8b"], "teacher.name_or_path"),  # GRPO trains on rewards
+    # a cosine to 0 at max_updates, and a compute budget that ends each arm at its own update
+    (["budget.max_compute=1e12", "trainer.lr_schedule=cosine"], "trainer.lr_schedule"),
     (["trainer=grpo", "teacher.micro_batch=8"], "teacher.micro_batch"),
     (["trainer=grpo", "teacher=none", "strategy=repo", "strategy.selection=all", "strategy.num_replays=4"],
      "strategy.num_replays"),

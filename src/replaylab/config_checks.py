@@ -230,8 +230,13 @@ def check_exact_updates(cfg) -> None:
 
 def check_matched_budget(cfg) -> None:
     """With a trajectory budget, the batch shape must spend it exactly within the update budget:
-    (max_trajectories / (prompts x samples)) iterations x (minibatches x resample_period) updates."""
+    (max_trajectories / (prompts x samples)) iterations x (minibatches x resample_period) updates. With a
+    compute budget, the learning rate must not depend on where the update budget lies."""
     t, b = cfg.trainer, cfg.budget
+    # a cosine reaches 0 at max_updates; a compute budget ends each arm at its own update, at its own learning rate
+    check(not b.max_compute or t.lr_schedule == "constant", "trainer.lr_schedule",
+          f"{t.lr_schedule} decays over budget.max_updates={b.max_updates}, but budget.max_compute ends each run at "
+          "its own update, so arms would stop at different learning rates: use lr_schedule=constant with a compute budget")
     if not b.max_trajectories:
         return
     per_iteration = t.prompts_per_iteration * t.samples_per_prompt

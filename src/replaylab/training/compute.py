@@ -22,7 +22,12 @@ continues) and T the response tokens the policy generated. The choices:
   run over the whole sequence, and the backward runs over the context positions too (response
   tokens attend to them). The last sampled token is never fed back and the first comes out of the
   prefill, so generation really runs C + T - 1 positions; C + T is the model's round figure.
-* Padding is not counted: the estimate is of the tokens, not of a batch layout.
+* Padding is not counted: the estimate is of the tokens, not of a batch layout. Nor are the tokens a
+  batched prefix continuation decodes past its own pair's limit and drops (`rollout.base.continue_prefixes`
+  decodes every pair of a call to the longest remaining budget): the ledger charges the algorithm, a
+  continuation of its own length, not this engine's batching. The gap is the share of continuations cut
+  at their limit: 0% on tiny8 (nothing truncates), up to about 30% more decoding for HDL at a budget that
+  truncates most answers (an audit measured 31% on the micro test world at 24 tokens).
 * The attention term (Kaplan's 2 n_layer n_ctx d_attn per token) is left out. For a dense model
   it is about n_ctx / (12 d_model) of the 2N term, so it matters only at contexts comparable to
   12 d_model tokens; a table comparing long-context runs then understates every row's compute.
@@ -30,7 +35,11 @@ continues) and T the response tokens the policy generated. The choices:
   is not counted either.
 * Training: `passes` is trainer.resample_period (every pass over an iteration's batch is a forward
   and backward of every sample in it). Rows that trainer.mask_truncated leaves out of the loss are
-  still counted (the ledger's `samples_trained` counts them too). A frozen KL reference (GRPO with
+  still counted (the ledger's `samples_trained` counts them too), and so are GRPO's inert rows (a group
+  whose rewards are all equal has advantage 0 and no gradient, and the objective skips their forward
+  when no KL reference or distributed run needs it; about half of the tiny GRPO groups): the charge is
+  for the batch a strategy asks to train on, so two arms with different shares of inert groups are
+  charged alike for the samples they drew. A frozen KL reference (GRPO with
   trainer.kl_coef > 0) runs a no-grad forward of every trained sample in every pass: 2 N_ref.
   Proximal log-probs (the iteration-start policy's, recomputed once per iteration for replayed
   samples, `Trainer.attach_proximal`) are a no-grad forward at 2 N_policy; the ledger recognises
