@@ -1,7 +1,7 @@
 """On-policy distillation objectives: a frozen teacher scores every student token.
 
 `opd_full_rkl` minimises the exact full-vocabulary reverse KL KL(pi_S || pi_T) at every position of
-the student's own rollouts (needs the teacher's full distributions: a local teacher on a small
+the student's own rollouts (pi_S at the rollout temperature, the distribution that sampled them) (needs the teacher's full distributions: a local teacher on a small
 vocabulary). `opd_sampled` is the sampled-token policy-gradient form (Thinking Machines'
 on-policy distillation, slime, verl): the detached advantage log pi_T - log pi_old on the sampled
 token, an importance ratio and a PPO clip; it works with a teacher server and any vocabulary.
@@ -52,7 +52,10 @@ class OPDFullReverseKL(TeacherScored):
                                                  batch.response_mask)
         if fresh is not None:
             weights = fresh if weights is None else weights * fresh
-        loss, metrics = opd_full_rkl_loss(logits, teacher, batch.response_mask, aggregation=self.cfg.aggregation,
+        # the student is the policy that samples, at the rollout temperature, as opd_sampled's log-probs are:
+        # at T != 1 the two objectives then minimise one KL, KL(pi_S^T || pi_T), on the states pi_S^T visits
+        student = logits / self.temperature if self.temperature != 1 else logits
+        loss, metrics = opd_full_rkl_loss(student, teacher, batch.response_mask, aggregation=self.cfg.aggregation,
                                           token_ids=batch.response_ids, token_weight=weights)
         return loss, {**metrics, **fresh_metrics}
 
