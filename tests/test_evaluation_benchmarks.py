@@ -172,11 +172,13 @@ def test_training_rows_are_validated_like_benchmarks(tmp_path):
 
 def _training_root(tmp_path: Path) -> Path:
     """A data root with aime2024 (30 problems) and an aime_1983_2023 of 975 whose rows 900-902 ask three of
-    aime2024's questions (in other case and spacing), as the real file holds three of MATH-500's."""
+    aime2024's questions (in other case and spacing, in math delimiters $ $ and \\( \\)), as the real
+    file holds seven of MATH-500's; row 903 asks 3+10, not 31+0 (the operators count)."""
     _write(tmp_path / "aime2024.jsonl", [_row(i) for i in range(30)])
     train = [json.dumps({"id": f"aime-{i:04d}", "problem": f"Find {i} times 7.", "answer": str(7 * i)}) for i in range(975)]
-    for i, j in zip((900, 901, 902), (3, 14, 27)):
-        train[i] = json.dumps({"id": f"aime-{i:04d}", "problem": f"  WHAT is {j}+1?\n", "answer": str(j + 1)})
+    for i, text in zip((900, 901, 902, 903), ("  WHAT is 3+1?\n", "What is $14 + 1$?", r"What is \(27+1\)?",
+                                              "What is 3+10?")):
+        train[i] = json.dumps({"id": f"aime-{i:04d}", "problem": text, "answer": "0"})
     _write(tmp_path / "aime_1983_2023.jsonl", train)
     return tmp_path
 
@@ -194,6 +196,7 @@ def test_training_leaves_out_the_questions_it_is_evaluated_on_and_says_so(tmp_pa
     base = ["data=aime_1983_2023", f"data.data_root={root}"]
     rows = training_prompt_rows(to_object(compose(base + ["eval.benchmarks=[aime2024]"])))
     assert len(rows) == 972 and not {"aime-0900", "aime-0901", "aime-0902"} & {r["id"] for r in rows}
+    assert "aime-0903" in {r["id"] for r in rows}
     assert "3 problem(s) of data.name=aime_1983_2023 are questions of the evaluated benchmarks" in caplog.text
     assert "aime-0900, aime-0901, aime-0902" in caplog.text
     assert len(training_prompt_rows(to_object(compose(base + ["eval.suite=none"])))) == 975
