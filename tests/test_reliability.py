@@ -131,6 +131,24 @@ def test_rows_past_checkpoints_that_are_gone_are_refused_not_truncated(run_train
     assert comparable(load_rows(path)) == comparable(full)
 
 
+def test_a_resume_over_other_training_prompts_is_refused_naming_the_checkpoint(run_train, monkeypatch):
+    """The stream position a checkpoint holds indexes one list of prompts in one order: a resume that builds
+    another one (a data file or the data root changed, or the order code) must not continue over it. The
+    checkpoint's stream fingerprint is compared; the run stops naming the checkpoint, its rows untouched."""
+    from replaylab.tasks.stream import StreamChanged
+    from replaylab.training import build
+
+    overrides, path, full = _interrupted_run(run_train)
+    before = (path / "rows.jsonl").read_text()
+    monkeypatch.setattr(build, "data_order", lambda n, index: list(reversed(range(n))))
+    with pytest.raises(StreamChanged, match=r"its checkpoint at update 4 was written over other training prompts"):
+        run_train(overrides)
+    assert (path / "rows.jsonl").read_text() == before and not (path / "done.json").exists()
+    monkeypatch.undo()
+    run_train(overrides)  # the same data: the resume goes on, exact
+    assert comparable(load_rows(path)) == comparable(full)
+
+
 def test_a_garbled_done_marker_is_named_by_train_and_show(tmp_path):
     """A torn done.json: the train CLI (which skips finished runs) exits 4 naming the file, not with a traceback,
     and so does `replaylab show` (exit 2); a marker that is valid JSON but not an object too."""

@@ -126,6 +126,7 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
 def main(cfg: DictConfig) -> dict:
     from replaylab.results.rows import RowsMismatch
     from replaylab.storage import CorruptCheckpoint, CorruptDoneMarker, StorageError, UnsafeCheckpoint
+    from replaylab.tasks.stream import StreamChanged
     from replaylab.training.components import TrainingDiverged
     from replaylab.training.dynamic_sampling import DynamicSamplingExhausted
     from replaylab.training.run_lock import RunDirectoryBusy
@@ -136,7 +137,8 @@ def main(cfg: DictConfig) -> dict:
         (ConfigError, "invalid config: ", 2),
         (RunDirectoryBusy, "", 3),
         # the run directory or its disk: nothing already written is lost
-        ((RowsMismatch, CorruptCheckpoint, CorruptDoneMarker, UnsafeCheckpoint, UnsafePointer, StorageError), "", 4),
+        ((RowsMismatch, CorruptCheckpoint, CorruptDoneMarker, UnsafeCheckpoint, UnsafePointer, StorageError,
+          StreamChanged), "", 4),
         (TrainingDiverged, "training diverged: ", 5),
         (DynamicSamplingExhausted, "training stopped: ", 5),
     ]

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+from functools import cached_property
+
 from replaylab.types import Prompt
+
+
+class StreamChanged(ValueError):
+    """A checkpoint's position belongs to another training set or data order than the one this run built."""
 
 
 class PromptStream:
@@ -17,6 +24,26 @@ class PromptStream:
         self.prompts = prompts
         self.order = order
         self.position = 0  # prompts consumed so far (across epochs)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """16 hex digits over the prompts in stream order (id, text, gold): what a checkpoint's position indexes.
+        A resumed run whose data root, data file or order code changed builds another stream, and its position
+        would silently continue over other prompts."""
+        h = hashlib.sha256()
+        for i in self.order:
+            p = self.prompts[i]
+            h.update(f"{p.uid}\0{p.text}\0{p.answer}\0".encode())
+        return h.hexdigest()[:16]
+
+    def restore(self, position: int, fingerprint: str | None, where: str) -> None:
+        """Continue at a checkpoint's `position`, if it was written over this stream (`fingerprint`; None: a
+        checkpoint from before fingerprints, taken on trust); else StreamChanged naming `where`."""
+        if fingerprint is not None and fingerprint != self.fingerprint:
+            raise StreamChanged(f"{where} was written over other training prompts or another data order (fingerprint "
+                                f"{fingerprint}, this run's {self.fingerprint}): a data file or the data root changed "
+                                "since; restore it, or move the run directory away to start over")
+        self.position = position
 
     def take(self, n: int) -> list[Prompt]:
         out = [self.peek_at(self.position + i) for i in range(n)]

@@ -94,6 +94,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         state = {
             "scheduler": self.sched.state_dict(), "strategy": self.c.strategy.state_dict(),
             "strategy_rng": self.strategy_rng.getstate(), "stream_position": self.c.stream.position,
+            "stream_fingerprint": self.c.stream.fingerprint,
             "ledger": self.ledger.state_dict(), "rows": self.rows.count, "rows_text": self.rows.snapshot(),
             "iteration": self.iteration,
             "update": self.update, "last_eval": self.last_eval, "torch_rng": torch.get_rng_state(),
@@ -111,7 +112,8 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         self.sched.load_state_dict(s["scheduler"])
         self.c.strategy.load_state_dict(s["strategy"])
         self.strategy_rng.setstate(s["strategy_rng"])
-        self.c.stream.position = s["stream_position"]
+        self.c.stream.restore(s["stream_position"], s.get("stream_fingerprint"), f"{self.run_dir}: its checkpoint at "
+                              f"update {s['update']}")
         self.ledger = Ledger.from_state(s["ledger"])
         self.ledger.compute = self.compute  # derived from the models, not part of the state
         self.rows.restore(s["rows"], s.get("rows_text"), rebuild=self.cfg.resume_rows == "rebuild")
