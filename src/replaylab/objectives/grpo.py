@@ -128,8 +128,10 @@ class GRPO(Objective):
         with a zero gradient whatever the ratio, IS weight, own-term weight or dual clip, and they
         only enter the loss through its normaliser, which `loss` keeps. On the tiny GRPO recipe 44%
         of the groups have zero variance, so their forward/backward was most of a wasted update.
-        Under DDP/FSDP2 every rank runs its whole shard: ranks must all-reduce the same metrics."""
-        if not self.skip_inert or self.cfg.kl_coef > 0 or self.cfg.distributed != "none":
+        Under DDP/FSDP2 too: every slice still runs one forward (a one-row zero loss when all its rows are
+        inert), and ranks agree on the metric names before reducing them (training.update_metrics), so the
+        rows are those of one process."""
+        if not self.skip_inert or self.cfg.kl_coef > 0:
             return []
         return [s for s in rows if s.advantage == 0.0]
 

@@ -10,7 +10,7 @@ from torch import nn
 
 from replaylab.parallel.process import barrier, is_distributed, is_main
 from replaylab.parallel.wrap import unwrap
-from replaylab.storage import atomic_torch_save, safe_torch_load
+from replaylab.storage import CorruptCheckpoint, atomic_torch_save, safe_torch_load
 
 
 def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -27,11 +27,13 @@ def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def save_sharded(model: nn.Module, optimizer: torch.optim.Optimizer | None, path: str | Path,
-                 extra: dict | None = None) -> Path:
+                 extra: dict | None = None, weights: bool = True) -> Path:
     """Sharded checkpoint with torch.distributed.checkpoint: each rank writes its own shards of the
     model and optimizer state (no full gather, so it scales with the model). `extra` (replicated
     trainer state: scheduler, strategy, ledger, RNG, counters) is written by rank 0 as extra.pt.
-    All ranks must call it; also works in a single process."""
+    All ranks must call it; also works in a single process. With `weights` False only extra.pt is
+    rewritten (atomically): the caller saved these very weights to `path` already. dcp overwrites a
+    directory in place, so a kill during a second save of one update (a run's last) tore its only copy."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import (
         get_model_state_dict,
@@ -40,12 +42,13 @@ def save_sharded(model: nn.Module, optimizer: torch.optim.Optimizer | None, path
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    if optimizer is not None:
-        msd, osd = get_state_dict(model, optimizer)
-        state = {"model": msd, "optimizer": osd}
-    else:
-        state = {"model": get_model_state_dict(model)}
-    dcp.save(state, checkpoint_id=str(path))
+    if weights:
+        if optimizer is not None:
+            msd, osd = get_state_dict(model, optimizer)
+            state = {"model": msd, "optimizer": osd}
+        else:
+            state = {"model": get_model_state_dict(model)}
+        dcp.save(state, checkpoint_id=str(path))
     if extra is not None and is_main():
         atomic_torch_save(extra, path / "extra.pt")
     barrier()
@@ -63,18 +66,23 @@ def load_sharded(model: nn.Module, optimizer: torch.optim.Optimizer | None, path
         set_state_dict,
     )
 
+    from torch.distributed.checkpoint.api import CheckpointException
+
     path = Path(path)
     if not (path / ".metadata").exists():
         raise FileNotFoundError(f"{path} is not a torch.distributed.checkpoint directory (no .metadata)")
-    if optimizer is not None:
-        msd, osd = get_state_dict(model, optimizer)
-        state = {"model": msd, "optimizer": osd}
-        dcp.load(state, checkpoint_id=str(path))
-        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
-    else:
-        state = {"model": get_model_state_dict(model)}
-        dcp.load(state, checkpoint_id=str(path))
-        set_model_state_dict(model, state["model"])
+    try:  # a torn shard: dcp raises on every rank (it gathers the ranks' read errors)
+        if optimizer is not None:
+            msd, osd = get_state_dict(model, optimizer)
+            state = {"model": msd, "optimizer": osd}
+            dcp.load(state, checkpoint_id=str(path))
+            set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+        else:
+            state = {"model": get_model_state_dict(model)}
+            dcp.load(state, checkpoint_id=str(path))
+            set_model_state_dict(model, state["model"])
+    except (CheckpointException, RuntimeError, OSError, EOFError) as e:
+        raise CorruptCheckpoint(f"{path}: unreadable sharded checkpoint ({type(e).__name__}: {str(e)[:300]})") from e
     extra_path = path / "extra.pt"
     return safe_torch_load(extra_path) if extra_path.exists() else None
 

@@ -152,6 +152,13 @@ def build_components(cfg: Config) -> Components:
     if cfg.trainer.distributed != "none" and info.world_size == 1:
         raise ValueError(f"trainer.distributed={cfg.trainer.distributed} needs several processes: launch with "
                          "torchrun --nproc_per_node=N -m replaylab.train ... (or launcher=slurm with tasks_per_node=N)")
+    t = cfg.trainer
+    chunks = -(-t.prompts_per_iteration // max(1, cfg.rollout.micro_batch // t.samples_per_prompt))
+    check(chunks >= info.world_size, "rollout.micro_batch",
+          f"{cfg.rollout.micro_batch} cuts an iteration's {t.prompts_per_iteration} prompts x {t.samples_per_prompt} into "
+          f"{chunks} seeded chunk(s) (training/rollouts.generate_sharded), fewer than the {info.world_size} ranks: the "
+          f"others would neither generate nor score; set rollout.micro_batch <= "
+          f"{max(1, t.prompts_per_iteration // info.world_size) * t.samples_per_prompt}")
     device = info.device if info.world_size > 1 else pick_device(cfg.trainer.device)
     kernels.use(cfg.trainer.matmul, device)
     strategy = build_strategy(cfg.strategy)

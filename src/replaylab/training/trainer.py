@@ -86,6 +86,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         # With gradient groups, every iteration's norms (GradientReading.as_list), checkpointed: a run
         # whose strategy follows them (R-OPD's trigger) may branch from this run (training/branch.py).
         self.gradient_readings: list[list] = []
+        self.sharded_at = -1  # the update whose weights this process last wrote to a sharded checkpoint
 
     # ----------------------------------------------------------------- state
     def state_dict(self, weights: bool = True) -> dict:
@@ -131,8 +132,10 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
             if not self.sharded:
                 return save_checkpoint(self.run_dir, self.update, self.state_dict(), keep)
             # torch.distributed.checkpoint: each rank writes its shards; rank 0 the replicated state.
+            # a second save of one update (a run's last, after its final evaluation) rewrites extra.pt alone
             target = D.save_sharded(self.c.policy, self.opt, self.run_dir / "checkpoints" / f"update_{self.update:07d}",
-                                    extra=self.state_dict(weights=False))
+                                    extra=self.state_dict(weights=False), weights=self.sharded_at != self.update)
+            self.sharded_at = self.update
             if D.is_main():
                 write_latest(self.run_dir, target.name)
                 prune_checkpoints(self.run_dir, keep)
@@ -154,6 +157,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
             if i or notes:
                 log.warning("replaylab: resuming from %s", target)
             self.load_state_dict(state)
+            self.sharded_at = self.update if target.is_dir() else -1  # its weights are on disk there already
             self.rows.mirror_again()  # the rows it kept: a killed process never sent its last steps to wandb
             return True
         if found:
@@ -276,7 +280,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         if plan.fresh:
             fresh, refill, filtered = self.generate_fresh(plan.fresh, plan.fresh_n, frozenset(plan.reasked))
         fresh = fresh + self.generate_continuations(self.c.strategy.continuations(fresh, plan, ctx))
-        gen_seconds = self.ledger.seconds.get("generate", 0.0) - before
+        gen_seconds = D.all_reduce_max([self.ledger.seconds.get("generate", 0.0) - before])[0]  # the slowest rank's
         gen_tokens = self.ledger.tokens_generated - tokens_before  # every round of dynamic sampling
         initial = self.generate_initial(plan.initial, (t.seed, "initial", self.iteration)) if plan.initial else []
         with self.ledger.timed("strategy"):

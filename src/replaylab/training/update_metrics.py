@@ -78,6 +78,14 @@ class UpdateMetrics:
     def result(self) -> dict[str, float]:
         keys = sorted(self.num)
         if D.world_size() > 1:
+            # A rank whose slices lacked some rows reports fewer metrics (every row masked, no replayed row to
+            # weight): reduce over the names any rank has, this rank's missing ones neutral (no weight, no peak),
+            # else the ranks' collectives would not match (a gloo abort or a deadlock).
+            keys = sorted(set(D.all_gather_objects(keys)))
+            for k in keys:
+                if k not in self.num:
+                    self.num[k] = {"max": -math.inf, "min": math.inf}.get(kind(k), 0.0)
+                    self.den[k] = 0.0
             sums = [k for k in keys if kind(k) not in ("max", "min")]
             reduced = D.all_reduce_sum([self.num[k] for k in sums] + [self.den[k] for k in keys])
             self.num.update(zip(sums, reduced[: len(sums)]))
