@@ -97,6 +97,9 @@ SILENT_BEFORE = [
     (["trainer=grpo", "teacher=none", "strategy=prompt_replay", "trainer.is_cap=2"], "trainer.is_cap"),
     (["trainer=opd_sampled", "strategy=ropd", "strategy.behaviour_weight_cap=3", "trainer.is_cap=2"], "trainer.is_cap"),
     (["trainer=grpo", "teacher=qwen3_8b"], "teacher.name_or_path"),  # GRPO trains on rewards
+    # a distributed run neither branches from a sibling nor shares its work
+    (["trainer.distributed=ddp", "branch=true"], "branch"),
+    (["trainer.distributed=fsdp2", "share=true"], "share"),
     # a cosine to 0 at max_updates, and a compute budget that ends each arm at its own update
     (["budget.max_compute=1e12", "trainer.lr_schedule=cosine"], "trainer.lr_schedule"),
     (["trainer=grpo", "teacher.micro_batch=8"], "teacher.micro_batch"),

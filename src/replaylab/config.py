@@ -301,8 +301,8 @@ class Config:
     output_root: str = knob("runs", "root directory of run directories (each named by its config hash)")
     progress: bool = knob(True, "show a progress bar")
     run_lock_wait: float = knob(0.0, "seconds to wait when another process holds this run's directory (0 = refuse at once)")
-    branch: bool = knob(True, "start a run whose first updates are current's from the checkpoint of a sibling run (training/branch.py)")
-    share: bool = knob(True, "read the initial policy's evaluation and rollouts a sibling run wrote (training/shared.py)")
+    branch: bool | None = knob(None, "start a run whose first updates are current's from the checkpoint of a sibling run (training/branch.py); None = yes, unless distributed")
+    share: bool | None = knob(None, "read the initial policy's evaluation and rollouts a sibling run wrote (training/shared.py); None = yes, unless distributed")
     resume_rows: str = knob("verify", "verify | rebuild: on resume, rows.jsonl must hold exactly the checkpoint's rows (else the "
                                       "run stops, naming the line), or is rewritten from the copy the checkpoint keeps")
 

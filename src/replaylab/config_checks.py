@@ -116,6 +116,15 @@ def check_strategy(cfg, strategy_cls) -> None:
     strategy_cls.check_config(cfg)
 
 
+def check_sibling_work(cfg) -> None:
+    """A distributed run neither branches from a sibling's checkpoint nor shares its work (each rank would read and
+    write): an explicit `branch=true` / `share=true` there would do nothing."""
+    for key in ("branch", "share"):
+        check(not (getattr(cfg, key) and cfg.trainer.distributed != "none"), key,
+              f"true has no effect under trainer.distributed={cfg.trainer.distributed} (a distributed run trains and "
+              "evaluates everything itself); leave it unset")
+
+
 def check_rollout(cfg) -> None:
     r = cfg.rollout
     check(r.engine != "fast" or cfg.model.dtype == "float32", "rollout.engine",
@@ -267,6 +276,7 @@ def check_run(cfg) -> None:
     check_choice(cfg.strategy.name, "strategy.name", sorted(STRATEGIES))
     check_strategy(cfg, STRATEGIES[cfg.strategy.name])
     check_rollout(cfg)
+    check_sibling_work(cfg)
     check_data(cfg)
     check_evaluated(cfg)
     check_eval(cfg)

@@ -97,11 +97,11 @@ def branch_facts(cfg, obj, path: Path) -> dict:
     from replaylab.replay.base import STRATEGIES
 
     prefix, keeps_state = strategy_prefix(OmegaConf.to_container(cfg.strategy, resolve=True))
-    measured = obj.branch and STRATEGIES[obj.strategy.name].measured_prefix()
+    measured = obj.branch is not False and STRATEGIES[obj.strategy.name].measured_prefix()
     t = obj.trainer
     written = checkpoint_updates(t.checkpoint_every, t.updates_per_iteration, obj.budget.max_updates)
     return {"key": sibling_key(cfg), "prefix": prefix, "root": str(path.parent), "strategy_name": obj.strategy.name,
-            "may_branch": prefix > 0 and not keeps_state and obj.branch and t.distributed == "none",
+            "may_branch": prefix > 0 and not keeps_state and obj.branch is not False and t.distributed == "none",
             "kept": written[-t.keep_checkpoints:],  # prune_checkpoints keeps the newest keep_checkpoints
             "measured": measured}
 

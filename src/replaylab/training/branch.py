@@ -125,7 +125,7 @@ def find_branches(cfg: DictConfig, strategy) -> list[Branch]:
     measured = type(strategy).measured_prefix()
     if measured:  # the prefix ends where the strategy's own reading of the donor's gradients says
         prefix = WHOLE_RUN
-    if (not cfg.get("branch", True) or prefix <= 0 or (type(strategy).prefix_state and not measured)
+    if (cfg.get("branch") is False or prefix <= 0 or (type(strategy).prefix_state and not measured)
             or cfg.trainer.distributed != "none" or D.world_size() != 1):
         return []
     options = []

@@ -69,11 +69,9 @@ class SharedWork:
     def for_run(cls, cfg: DictConfig, versions: str) -> "SharedWork | None":
         from replaylab import parallel as D
 
-        if not cfg.get("share", True):
-            return None
-        if cfg.trainer.distributed != "none" or D.world_size() != 1:
-            if D.is_main():  # ranks would each read and write; like branching, a distributed run does it all itself
-                log.info("replaylab: a distributed run does not share work with its siblings (share=true has no effect)")
+        # ranks would each read and write: like branching, a distributed run does it all itself (an explicit
+        # share=true there is a config error, config_checks.check_sibling_work)
+        if cfg.get("share") is False or cfg.trainer.distributed != "none" or D.world_size() != 1:
             return None
         return cls(Path(cfg.output_root) / cfg.experiment / SHARED_DIR, cfg, versions)
 
