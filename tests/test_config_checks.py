@@ -97,6 +97,13 @@ SILENT_BEFORE = [
     (["trainer=grpo", "teacher=none", "strategy=prompt_replay", "trainer.is_cap=2"], "trainer.is_cap"),
     (["trainer=opd_sampled", "strategy=ropd", "strategy.behaviour_weight_cap=3", "trainer.is_cap=2"], "trainer.is_cap"),
     (["trainer=grpo", "teacher=qwen3_8b"], "teacher.name_or_path"),  # GRPO trains on rewards
+    # RLEP and RePO settings beyond what a pool or a buffer can hold (they ran as current, or all alike)
+    (["trainer=grpo", "teacher=none", "strategy=rlep", "trainer.samples_per_prompt=8", "strategy.min_successes=9"],
+     "strategy.min_successes"),
+    (["trainer=grpo", "teacher=none", "strategy=rlep", "strategy.pool_samples=16", "strategy.replays_per_group=50"],
+     "strategy.replays_per_group"),
+    (["trainer=grpo", "teacher=none", "strategy=rlep", "trainer.dynamic_sampling=true"], "trainer.dynamic_sampling"),
+    (["trainer=grpo", "teacher=none", "strategy=repo", "strategy.num_replays=64"], "strategy.num_replays"),
     # a distributed run neither branches from a sibling nor shares its work
     (["trainer.distributed=ddp", "branch=true"], "branch"),
     (["trainer.distributed=fsdp2", "share=true"], "share"),

@@ -203,3 +203,43 @@ def test_a_refill_never_asks_a_replayed_prompt_twice(run_train, monkeypatch):
     # (0: its group had no reward variance and was dropped; 2 is what refills gave before, e.g. at iteration 2)
     assert sum(n == 1 for _, _, n in reasked) >= 3, reasked
     assert all(n <= 1 for _, _, n in reasked), [r for r in reasked if r[2] > 1]
+
+
+def test_under_dynamic_sampling_zero_variance_and_advantage_are_of_every_group_scored(run_train, monkeypatch):
+    """Dynamic sampling drops the zero-variance groups before training, so over the trained groups the paper's
+    metric read 0 by construction (and |advantage| ignored the dropped groups' zeros). Over every group scored
+    (trained, and dropped: uninformative or surplus) the train row and the strategy row agree with a count over
+    the groups the strategy saw, and the pass rate of the re-asked prompts counts the re-asked groups scored."""
+    token_rewards(monkeypatch, 2)
+    expected: list[tuple[float, float, float | None]] = []
+    dropped: list = []
+    observe, observe_filtered = PromptReplay.observe, PromptReplay.observe_filtered
+
+    def spy_filtered(self, groups, ctx):
+        dropped.extend(groups)
+        return observe_filtered(self, groups, ctx)
+
+    def spy_observe(self, groups, stats, ctx):
+        scored = [*groups, *dropped]
+        dropped.clear()
+        samples = [s for g in scored for s in g.samples]
+        again = [g.pass_rate for g in scored if g.prompt.uid in set(self.replayed_now)]
+        expected.append((sum(g.reward_std == 0 for g in scored) / len(scored),
+                         sum(abs(s.advantage or 0.0) for s in samples) / len(samples),
+                         sum(again) / len(again) if again else None))
+        return observe(self, groups, stats, ctx)
+
+    monkeypatch.setattr(PromptReplay, "observe", spy_observe)
+    monkeypatch.setattr(PromptReplay, "observe_filtered", spy_filtered)
+    _, path = run_train(GRPO + ["strategy=prompt_replay", "strategy.cooldown=1", "strategy.cooldown_jitter=0",
+                                "trainer.dynamic_sampling=true", "trainer.dynamic_sampling_max_rounds=0",
+                                "budget.max_updates=12", "data.size=16", "trainer.samples_per_prompt=2"])
+    rows = load_rows(path)
+    series = lambda split, metric: [r["value"] for r in rows if r["split"] == split and r["metric"] == metric]
+    frac, adv, passes = zip(*expected)
+    assert max(frac) > 0  # dropped zero-variance groups count (over the trained ones it read 0 throughout)
+    assert series("train", "zero_variance_groups") == pytest.approx(frac)
+    assert series("strategy", "prompt_replay_zero_variance_frac") == pytest.approx(frac)
+    assert series("train", "abs_advantage") == pytest.approx(adv)
+    assert series("strategy", "prompt_replay_mean_abs_advantage") == pytest.approx(adv)
+    assert series("strategy", "prompt_replay_replayed_pass_rate") == pytest.approx([p for p in passes if p is not None])

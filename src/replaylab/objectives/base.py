@@ -85,7 +85,9 @@ class Objective:
             return sum(s.num_tokens for s in part) / max(1, sum(s.num_tokens for s in batch))
         return len(part) / len(batch)
 
-    def batch_metrics(self, groups: list[Group]) -> dict[str, float]:
+    def batch_metrics(self, groups: list[Group], dropped: list[Group] = ()) -> dict[str, float]:
+        """Metrics of an iteration's trained `groups`; `dropped` are the groups dynamic sampling scored and
+        filtered out (their surplus aside), for metrics of everything scored."""
         return {}
 
 

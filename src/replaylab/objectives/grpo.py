@@ -181,14 +181,19 @@ class GRPO(Objective):
                          token_weights=weights.to(device) if weights is not None else None,
                          ref_logprobs=ref, kl_coef=c.kl_coef, dual_clip=c.dual_clip, kl_token_weights=kl_weights)
 
-    def batch_metrics(self, groups: list[Group]) -> dict[str, float]:
+    def batch_metrics(self, groups: list[Group], dropped: list[Group] = ()) -> dict[str, float]:
         samples = [s for g in groups for s in g.samples]
+        # zero variance and |advantage| over every group scored: dynamic sampling's filter drops the zero-variance
+        # ones before training, which read 0 by construction over the trained groups (Prompt Replay's metric is of
+        # the prompts scored); without dynamic sampling the two sets are one
+        scored = [*groups, *dropped]
         out = {"reward": sum(s.reward or 0.0 for s in samples) / len(samples),
-               "zero_variance_groups": sum(g.reward_std == 0 for g in groups) / len(groups),
+               "zero_variance_groups": sum(g.reward_std == 0 for g in scored) / len(scored),
                # no gradient at all: every advantage 0. Under RePO's split normalisation a group whose fresh and
                # replayed rows are each uniform (8 right, 8 wrong) has reward variance and no gradient
                "inert_groups": sum(all(s.advantage == 0.0 for s in g.samples) for g in groups) / len(groups),
-               "abs_advantage": sum(abs(s.advantage or 0.0) for s in samples) / len(samples)}
+               "abs_advantage": sum(abs(s.advantage or 0.0) for g in scored for s in g.samples)
+               / sum(len(g.samples) for g in scored)}
         if self.cfg.overlong_cache:
             out["overlong_penalty"] = sum(self.length_term(s) for s in samples) / len(samples)
         return out

@@ -84,6 +84,7 @@ class PromptReplay(ReplayStrategy):
         self.prompts: dict[str, dict] = {}
         self.heap: list[tuple[float, float, int, str]] = []  # (|p - 0.5|, p, reuse snapshot, uid)
         self.replayed_now: list[str] = []  # uids replayed in the current iteration (plan -> observe)
+        self.dropped_now: list[Group] = []  # the groups dynamic sampling dropped this iteration (observe_filtered)
 
     def budget(self, prompts_per_iteration: int) -> int:
         return replay_slots(prompts_per_iteration, self.cfg.replay_fraction)
@@ -138,17 +139,21 @@ class PromptReplay(ReplayStrategy):
         # replayed from its older pass rate (§3.2 step 1 records every scoring)
         for g in groups:
             self.record(g, ctx)
+        self.dropped_now = list(groups)
 
     def observe(self, groups: list[Group], stats: UpdateStats, ctx: StepContext) -> dict[str, float]:
         for g in groups:
             self.record(g, ctx)
-        samples = [s for g in groups for s in g.samples]
-        replayed = set(self.replayed_now)
+        # over every group scored this iteration: dynamic sampling's dropped ones too (the paper's zero-variance
+        # fraction is of the prompts scored; over the trained ones the filter makes it 0)
+        scored, self.dropped_now = [*groups, *self.dropped_now], []
+        samples = [s for g in scored for s in g.samples]
+        replayed = [g for g in scored if g.prompt.uid in set(self.replayed_now)]
         return {
-            "prompt_replay_zero_variance_frac": sum(g.reward_std == 0 for g in groups) / len(groups),
+            "prompt_replay_zero_variance_frac": sum(g.reward_std == 0 for g in scored) / len(scored),
             "prompt_replay_mean_abs_advantage": sum(abs(s.advantage or 0.0) for s in samples) / len(samples),
-            "prompt_replay_replayed_pass_rate": (sum(g.pass_rate for g in groups if g.prompt.uid in replayed) / len(replayed)
-                                                 if replayed else None),
+            "prompt_replay_replayed_pass_rate": sum(g.pass_rate for g in replayed) / len(replayed) if replayed else None,
+            "prompt_replay_replayed_trained": float(sum(g.prompt.uid in set(self.replayed_now) for g in groups)),
         }
 
     def live_entries(self) -> int:

@@ -62,6 +62,9 @@ class RePOConfig(StrategyConfig):
             check(getattr(self, key) >= 1, p + key, f"must be >= 1, got {getattr(self, key)}")
         check(self.min_cache_to_replay <= self.max_cache_size, p + "min_cache_to_replay",
               f"{self.min_cache_to_replay} > max_cache_size={self.max_cache_size}: the buffer could never replay")
+        check(self.num_replays <= self.max_cache_size, p + "num_replays",
+              f"{self.num_replays} > max_cache_size={self.max_cache_size}: k = min(buffer, num_replays) never exceeds "
+              "the buffer, so every value above it runs the same")
         # settings only one selection reads (a sweep over them under another would compare equal runs)
         default = defaults_of(self)
         check(self.selection != "all" or self.num_replays == default["num_replays"], p + "num_replays",

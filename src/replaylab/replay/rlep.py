@@ -51,6 +51,20 @@ class RLEP(ReplayStrategy):
     trainers = ("grpo",)
     takes_trainer_cap = False  # its replayed rows carry their own ratio treatment
 
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        super().check_config(cfg)
+        s, pool = cfg.strategy, cfg.strategy.pool_samples or cfg.trainer.samples_per_prompt
+        check(s.min_successes <= pool, "strategy.min_successes", f"{s.min_successes} > the {pool} answers sampled per "
+              "prompt for the pool (strategy.pool_samples, else trainer.samples_per_prompt): no prompt could qualify, "
+              "and the run would be current-policy GRPO charged for a pool")
+        check(s.replays_per_group <= pool, "strategy.replays_per_group", f"{s.replays_per_group} > the {pool} answers "
+              "a prompt's pool holds at most: every value above it replays the same")
+        check(not cfg.trainer.dynamic_sampling, "trainer.dynamic_sampling",
+              "rlep's pool covers the prompts the run plans to ask, but dynamic sampling's refills draw further ones "
+              "that have no pool (the run turns into DAPO after a few iterations), and its filter drops all-wrong groups "
+              "before rlep adds their successes")
+
     def __init__(self, cfg: RLEPConfig):
         super().__init__(cfg)
         self.pool = PromptBuffer()  # uid -> verified successful answers (all kept)

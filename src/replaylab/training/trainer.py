@@ -306,16 +306,16 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
             strategy_metrics = {**plan.metrics, **self.c.strategy.observe(groups, stats, ctx)}
         for s in samples:  # proximal log-probs are only valid for this iteration
             s.proximal_logprobs = None
-        metrics = {**loss_metrics, **self.batch_metrics(groups, gen_tokens, gen_seconds, set(plan.reasked)), **provenance.metrics(),
-                   **refill}
+        metrics = {**loss_metrics, **self.batch_metrics(groups, gen_tokens, gen_seconds, set(plan.reasked), filtered),
+                   **provenance.metrics(), **refill}
         ledger = self.ledger.summary()
         self.rows.write("train", self.update, self.iteration, metrics, ledger)
         if strategy_metrics:
             self.rows.write("strategy", self.update, self.iteration, strategy_metrics, ledger)
         return metrics
 
-    def batch_metrics(self, groups: list[Group], gen_tokens: int, gen_seconds: float,
-                      reasked: set[str] = frozenset()) -> dict[str, float]:
+    def batch_metrics(self, groups: list[Group], gen_tokens: int, gen_seconds: float, reasked: set[str] = frozenset(),
+                      dropped: list[Group] = ()) -> dict[str, float]:
         samples = [s for g in groups for s in g.samples]
         out = {
             "response_tokens": sum(s.num_tokens for s in samples) / len(samples),
@@ -328,7 +328,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         }
         if gen_seconds > 0 and gen_tokens:
             out["tokens_per_s"] = gen_tokens / gen_seconds
-        out.update(self.objective.batch_metrics(groups))
+        out.update(self.objective.batch_metrics(groups, dropped))
         return out
 
     def run_eval(self) -> None:
