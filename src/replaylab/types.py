@@ -206,3 +206,11 @@ class Group:
     def pass_rate(self) -> float:
         r = self.rewards
         return sum(r) / len(r) if r else 0.0
+
+
+def scored_statistics(groups: list[Group]) -> tuple[float, float]:
+    """(share of the groups with zero reward variance, mean |advantage| of their samples): Prompt Replay's two
+    headline statistics, over every group an iteration scored (GRPO's train rows and Prompt Replay's own)."""
+    samples = [s for g in groups for s in g.samples]
+    return (sum(g.reward_std == 0 for g in groups) / len(groups),
+            sum(abs(s.advantage or 0.0) for s in samples) / len(samples))

@@ -28,7 +28,7 @@ from replaylab.models.batching import (
 )
 from replaylab.objectives.base import MEASURED_TOKENS, Objective, Scorers, register_objective
 from replaylab.objectives.inputs import behaviour_weights, old_logprobs
-from replaylab.types import Group, Sample
+from replaylab.types import Group, Sample, scored_statistics
 
 
 def grade_rewards(samples: list[Sample], tokenizer, grader) -> None:
@@ -186,14 +186,13 @@ class GRPO(Objective):
         # zero variance and |advantage| over every group scored: dynamic sampling's filter drops the zero-variance
         # ones before training, which read 0 by construction over the trained groups (Prompt Replay's metric is of
         # the prompts scored); without dynamic sampling the two sets are one
-        scored = [*groups, *dropped]
+        zero_variance, abs_advantage = scored_statistics([*groups, *dropped])
         out = {"reward": sum(s.reward or 0.0 for s in samples) / len(samples),
-               "zero_variance_groups": sum(g.reward_std == 0 for g in scored) / len(scored),
+               "zero_variance_groups": zero_variance,
                # no gradient at all: every advantage 0. Under RePO's split normalisation a group whose fresh and
                # replayed rows are each uniform (8 right, 8 wrong) has reward variance and no gradient
                "inert_groups": sum(all(s.advantage == 0.0 for s in g.samples) for g in groups) / len(groups),
-               "abs_advantage": sum(abs(s.advantage or 0.0) for g in scored for s in g.samples)
-               / sum(len(g.samples) for g in scored)}
+               "abs_advantage": abs_advantage}
         if self.cfg.overlong_cache:
             out["overlong_penalty"] = sum(self.length_term(s) for s in samples) / len(samples)
         return out

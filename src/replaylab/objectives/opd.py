@@ -1,8 +1,8 @@
 """On-policy distillation objectives: a frozen teacher scores every student token.
 
 `opd_full_rkl` minimises the exact full-vocabulary reverse KL KL(pi_S || pi_T) at every position of
-the student's own rollouts (pi_S at the rollout temperature, the distribution that sampled them) (needs the teacher's full distributions: a local teacher on a small
-vocabulary). `opd_sampled` is the sampled-token policy-gradient form (Thinking Machines'
+the student's own rollouts, pi_S at the rollout temperature (the distribution that sampled them); it
+needs the teacher's full distributions (a local teacher on a small vocabulary). `opd_sampled` is the sampled-token policy-gradient form (Thinking Machines'
 on-policy distillation, slime, verl): the detached advantage log pi_T - log pi_old on the sampled
 token, an importance ratio and a PPO clip; it works with a teacher server and any vocabulary.
 """

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from replaylab.config_fields import check, defaults_of, knob
 from replaylab.replay.base import Plan, ReplayStrategy, StepContext, StrategyConfig, UpdateStats, register_strategy
-from replaylab.types import Group
+from replaylab.types import Group, scored_statistics
 
 
 @dataclass
@@ -147,13 +147,14 @@ class PromptReplay(ReplayStrategy):
         # over every group scored this iteration: dynamic sampling's dropped ones too (the paper's zero-variance
         # fraction is of the prompts scored; over the trained ones the filter makes it 0)
         scored, self.dropped_now = [*groups, *self.dropped_now], []
-        samples = [s for g in scored for s in g.samples]
-        replayed = [g for g in scored if g.prompt.uid in set(self.replayed_now)]
+        zero_variance, abs_advantage = scored_statistics(scored)
+        uids = set(self.replayed_now)
+        replayed = [g for g in scored if g.prompt.uid in uids]
         return {
-            "prompt_replay_zero_variance_frac": sum(g.reward_std == 0 for g in scored) / len(scored),
-            "prompt_replay_mean_abs_advantage": sum(abs(s.advantage or 0.0) for s in samples) / len(samples),
+            "prompt_replay_zero_variance_frac": zero_variance,
+            "prompt_replay_mean_abs_advantage": abs_advantage,
             "prompt_replay_replayed_pass_rate": sum(g.pass_rate for g in replayed) / len(replayed) if replayed else None,
-            "prompt_replay_replayed_trained": float(sum(g.prompt.uid in set(self.replayed_now) for g in groups)),
+            "prompt_replay_replayed_trained": float(sum(g.prompt.uid in uids for g in groups)),
         }
 
     def live_entries(self) -> int:

@@ -222,18 +222,19 @@ def check_verdict(expect: Expect, lo: float, hi: float, mde: float, effect: floa
 
 def run_check(df: pd.DataFrame, check: Check, level: float = 0.95, power: float = 0.8, alpha: float = 0.05) -> dict[str, Any]:
     """The check's paired difference, interval, MDE, per-pair differences and verdict."""
-    if check.measure in ("eval", "updates_to_level"):  # accuracies measured differently do not pair
-        check_same_evaluation(_finished(df, check, check.arm), _finished(df, check, check.against),
-                              f"claim check {check.label!r}: the arm", "the comparison")
+    if check.measure in ("eval", "updates_to_level"):
+        mine, theirs = _finished(df, check, check.arm), _finished(df, check, check.against)
+        # accuracies measured differently do not pair
+        check_same_evaluation(mine, theirs, f"claim check {check.label!r}: the arm", "the comparison")
+        if check.measure == "eval" and check.update == "final":
+            import pandas as pd
+
+            both = pd.concat([mine, theirs])
+            final_eval(both[both["split"] == "eval"])  # raises when the arms average different numbers of evaluations
     if check.measure == "updates_to_level":
         arm, against = updates_to_level(df, check)
         scale = 1.0
     else:
-        if check.measure == "eval" and check.update == "final":
-            import pandas as pd
-
-            both = pd.concat([_finished(df, check, check.arm), _finished(df, check, check.against)])
-            final_eval(both[both["split"] == "eval"])  # raises when the arms average different numbers of evaluations
         arm, against = arm_values(df, check, check.arm), arm_values(df, check, check.against)
         scale = 100.0 if check.measure == "eval" and is_accuracy(check.metric) else 1.0
     units, base = by_order(arm, against)  # the pairs: orders, when an order ran several seeds

@@ -133,10 +133,9 @@ def diagnostics_figure(df, family: str, path: Path, title: str) -> Path | None:
 
 
 def cmd_figures(args: argparse.Namespace) -> int:
+    from replaylab.results.aggregation import by_configuration
     from replaylab.results.frame import NoRowsError
     from replaylab.results.table import load_source
-
-    from replaylab.results.aggregation import by_configuration
 
     try:
         df = by_configuration(load_source(args.source))  # one line per configuration, as the tables' rows

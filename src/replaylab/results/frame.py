@@ -248,7 +248,6 @@ def eval_note(df: pd.DataFrame) -> str | None:
             + "; ".join(f"{n} run{'s' if n > 1 else ''} as `{v}`" for v, n in counts.items()) + ".")
 
 
-
 def run_notes(df: pd.DataFrame) -> str | None:
     """What a table over `df` must say about where its runs came from, how they were evaluated and how they ended."""
     notes = [n for n in (versions_note(df), eval_note(df), budget_note(df)) if n]

@@ -208,12 +208,12 @@ def paired_table(df: pd.DataFrame, reference: str, metrics: Sequence[str] = ("av
     for bval in blocks:
         part = chosen[chosen[block] == bval] if block else chosen
         for strategy in sorted(set(part["strategy"]) - {reference}, key=str):
+            check_same_evaluation(part[part["strategy"] == strategy], part[part["strategy"] == reference], strategy, reference)
             for metric in metrics:
                 scale = 100.0 if is_accuracy(metric) else 1.0
                 for bench in benches:
                     cell = part[(part["metric"] == metric) & (part["benchmark"] == bench)]
                     ref_rows, rows = cell[cell["strategy"] == reference], cell[cell["strategy"] == strategy]
-                    check_same_evaluation(rows, ref_rows, strategy, reference)
                     ref = ref_rows.set_index(["order", "seed"])["value"]
                     other = rows.set_index(["order", "seed"])["value"]
                     unpaired = sorted(set(ref.index) ^ set(other.index), key=str)

@@ -18,6 +18,7 @@ from replaylab.rollout.base import SamplingParams
 from replaylab.tasks.datasets import data_order, render_prompts, training_rows
 from replaylab.training.components import Components
 from replaylab.training.progress import on_terminal, quiet_library_bars
+from replaylab.training.rollouts import prompts_per_chunk
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ def build_components(cfg: Config) -> Components:
         raise ValueError(f"trainer.distributed={cfg.trainer.distributed} needs several processes: launch with "
                          "torchrun --nproc_per_node=N -m replaylab.train ... (or launcher=slurm with tasks_per_node=N)")
     t = cfg.trainer
-    chunks = -(-t.prompts_per_iteration // max(1, cfg.rollout.micro_batch // t.samples_per_prompt))
+    chunks = -(-t.prompts_per_iteration // prompts_per_chunk(cfg.rollout.micro_batch, t.samples_per_prompt))
     check(chunks >= info.world_size, "rollout.micro_batch",
           f"{cfg.rollout.micro_batch} cuts an iteration's {t.prompts_per_iteration} prompts x {t.samples_per_prompt} into "
           f"{chunks} seeded chunk(s) (training/rollouts.generate_sharded), fewer than the {info.world_size} ranks: the "

@@ -18,6 +18,12 @@ from replaylab.training.components import TrainingDiverged, derived_seed
 from replaylab.types import Group, Sample
 
 
+def prompts_per_chunk(micro_batch: int, n: int) -> int:
+    """Prompts in one seeded rollout chunk: `rollout.micro_batch` sequences of `n` samples (at least one prompt).
+    Ranks share an iteration's chunks whole (`generate_sharded`)."""
+    return max(1, micro_batch // n)
+
+
 class RolloutsMixin:
     def policy_logprobs(self, samples: list[Sample]) -> list:
         """Response log-probs under the current policy (no grad), for a strategy's own scoring."""
@@ -69,7 +75,7 @@ class RolloutsMixin:
         (what follows, compose, advantages, ledger, strategy, is then the same on every rank).
         With `prefixes` (one per prompt) the policy continues them (`rollout.base.continue_prefixes`)."""
         params = self.sampling() if n is None else replace(self.sampling(), n=n)
-        per_chunk = max(1, self.cfg.rollout.micro_batch // params.n)
+        per_chunk = prompts_per_chunk(self.cfg.rollout.micro_batch, params.n)
         starts = range(0, len(prompts), per_chunk)
         chunks = [prompts[i : i + per_chunk] for i in starts]
         prefix_chunks = [prefixes[i : i + per_chunk] for i in starts] if prefixes is not None else None
