@@ -6,6 +6,9 @@ A finished run (its directory has a done marker) is skipped; an interrupted one 
 Exit codes: 2 invalid config, 3 run directory in use by another process, 4 run directory or disk
 problem (rows that do not match the checkpoint, unreadable or unsafe checkpoints, a failed write),
 5 training diverged or dynamic sampling could not fill a batch (docs/run_directories.md).
+In a `-m` sweep a failing cell does not exit: it prints its error naming the cell and raises
+`CellFailed`, which Hydra records, so the other cells still run (an exit would end the sweep and,
+under the parallel launcher, its running siblings); the sweep then exits 1 naming the first failure.
 """
 
 from __future__ import annotations
@@ -122,6 +125,28 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
     return summary
 
 
+class CellFailed(Exception):
+    """A sweep cell ended with an error that exits a single run with `code`."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+    def __reduce__(self):  # a parallel launcher's worker sends it back pickled
+        return CellFailed, (str(self), self.code)
+
+
+def _sweep_cell() -> str | None:
+    """'#N (overrides)' when this process runs a cell of a `-m` sweep, else None."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    job = HydraConfig.get().job
+    return f"#{job.num} ({job.override_dirname or 'no overrides'})"
+
+
 @hydra.main(version_base=None, config_path=conf_dir(), config_name="config")
 def main(cfg: DictConfig) -> dict:
     from replaylab.results.rows import RowsMismatch
@@ -147,8 +172,13 @@ def main(cfg: DictConfig) -> dict:
     except Exception as e:
         for kinds, prefix, code in exits:
             if isinstance(e, kinds):
-                print(f"replaylab: {prefix}{e}", file=sys.stderr)
-                sys.exit(code)
+                cell = _sweep_cell()
+                if cell is None:
+                    print(f"replaylab: {prefix}{e}", file=sys.stderr)
+                    sys.exit(code)
+                message = f"sweep cell {cell} failed (exit code {code} as a single run): {prefix}{e}"
+                print(f"replaylab: {message}", file=sys.stderr)
+                raise CellFailed(message, code) from e
         raise
 
 
