@@ -29,7 +29,7 @@ class ModelConfig:
     name_or_path: str = knob("tiny://student", "hub id, local directory, or tiny://student|teacher (built and cached locally)")
     revision: str | None = knob(None, "hub revision (commit) to pin; None = default branch")
     gguf_file: str | None = knob(None, "load weights from this GGUF file inside name_or_path (needs the `gguf` package)")
-    dtype: str = knob("float32", "parameter dtype: float32 | bfloat16 | float16")
+    dtype: str = knob("float32", "parameter dtype: float32 | bfloat16 | float16 (a lower one steps through float32 master weights)")
     attn_implementation: str | None = knob(None, "transformers attention backend (eager | sdpa | flash_attention_2); None = default")
     gradient_checkpointing: bool = knob(False, "recompute activations in backward to save memory (large models)")
 

@@ -24,11 +24,11 @@ from replaylab.results.rows import RowsMismatch, RowWriter
 from replaylab.storage import CorruptCheckpoint
 from replaylab.training.branch import Branch, branch_state
 from replaylab.training.budget import Ledger, budgets_reached, ended_by
-from replaylab.training.components import Components, derived_seed
-from replaylab.training.components import TrainingDiverged  # noqa: F401  (re-exported: callers catch it from here)
+from replaylab.training.components import Components, TrainingDiverged, derived_seed  # noqa: F401  (TrainingDiverged: re-exported, callers catch it from here)
 from replaylab.training.compute import ComputeModel, non_embedding_params
 from replaylab.training.dynamic_sampling import DynamicSamplingMixin
 from replaylab.training.grad_stats import CountSketch
+from replaylab.training.optimizer import build_optimizer
 from replaylab.training.probe import ProbeSet
 from replaylab.training.progress import Progress
 from replaylab.training.provenance import Provenance
@@ -59,7 +59,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         self.params = [p for p in comp.policy.parameters() if p.requires_grad]
         self.grad_groups = D.GradientGroups(self.params)
         self.sharded = t.distributed != "none"  # DDP / FSDP2 under torchrun: sharded checkpoints
-        self.opt = torch.optim.AdamW(self.params, lr=t.lr, betas=tuple(t.betas), eps=t.eps, weight_decay=t.weight_decay)
+        self.opt = build_optimizer(self.params, t)  # float32 masters for bf16/fp16 weights (training/optimizer.py)
         self.sched = build_scheduler(self.opt, t, cfg.budget.max_updates)
         self.sketch = CountSketch(t.sketch_dim, seed=t.seed) if t.sketch_dim else None
         # FLOP rates of the compute ledger (training.compute): N of the policy, of a local teacher
