@@ -243,3 +243,19 @@ def test_evaluate_refuses_training_only_keys_before_loading_a_model(tmp_path, ov
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert f"invalid config: {key}:" in proc.stderr
     assert not any(p.name != "hydra" for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("overrides,key", [
+    (["eval.max_problems=-1"], "eval.max_problems"), (["eval.top_k=-3", "eval.temperature=1"], "eval.top_k"),
+    (["eval.top_p=1.5", "eval.temperature=1"], "eval.top_p"), (["eval.benchmarks=[foo]"], "eval.benchmarks"),
+    (["eval.suite=foo"], "eval.suite"), (["eval.benchmarks=[aime2024,aime2024]"], "eval.benchmarks"),
+    (["rollout.temperature=inf"], "rollout.temperature"), (["eval.temperature=inf"], "eval.temperature"),
+    (["eval.sampled_temperature=inf", "eval.sampled_k=2"], "eval.sampled_temperature"),
+])
+def test_evaluation_settings_the_evaluation_would_refuse_are_refused_at_composition(overrides, key):
+    """Each of these ran: the evaluation raised a traceback when it first ran, which with eval.at_start=false is
+    after the whole training budget (no checkpoint or done marker kept), and the infinite temperatures trained to
+    the end (bad-input audit, F8 and F10)."""
+    with pytest.raises(ConfigError) as err:
+        to_object(compose(overrides))
+    assert str(err.value).startswith(key + ":"), str(err.value)

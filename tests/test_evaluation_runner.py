@@ -199,6 +199,23 @@ def test_unparseable_gold_is_skipped_and_timeouts_count_as_wrong(tok):
     assert _rows(rows, "mean")["unparseable_gold"]["value"] == 1
 
 
+def test_a_benchmark_that_graded_nothing_makes_the_suite_mean_nan_not_the_mean_of_the_rest(tok):
+    """Every gold of one benchmark unparseable (a broken file): the suite mean was the other benchmark's alone,
+    with exit 0 (bad-input audit, F4). Now NaN, with the counts still summed."""
+    benches = [_fake_bench("good", 1, 2, golds=["0", "1"]), _fake_bench("broken", 1, 2, golds=["BAD", "BAD"])]
+    gen = ScriptedGenerator(tok, right={"good-0", "good-1"})
+
+    def grade(pairs):
+        return [Verdict(False, "unparseable_gold") if gold == "BAD" else v for v, (_, gold) in zip(boxed_match(pairs), pairs)]
+
+    _, rows = evaluate_benchmarks(gen, tok, benches, SamplingParams(max_new_tokens=8), grade,
+                                  instruction="", enable_thinking=False, seed=0)
+    assert _rows(rows, "good")["avg@k"]["value"] == 1.0 and math.isnan(_rows(rows, "broken")["avg@k"]["value"])
+    mean = _rows(rows, "mean")
+    assert all(math.isnan(mean[m]["value"]) for m in ("avg@k", "pass@k", "ci_low", "ci_high", "se"))
+    assert mean["unparseable_gold"]["value"] == 2
+
+
 def test_a_problem_with_one_unparsed_gold_sample_is_skipped_whole(tok):
     """One sample's grading reported the gold unparseable (a transient failure, or a flaky parse): the problem
     goes, so k (the fewest samples of a graded problem) stays the benchmark's and pass@k is pass@2."""

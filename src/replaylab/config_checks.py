@@ -9,9 +9,12 @@ composition. Strategies add their own cross-checks through `ReplayStrategy.check
 
 from __future__ import annotations
 
+import math
 import re
 
 from replaylab.config_fields import check, check_choice, defaults_of
+from replaylab.evaluation.benchmarks import SUITES as BENCHMARK_SUITES
+from replaylab.evaluation.benchmarks import benchmark_names
 from replaylab.objectives import (
     OBJECTIVES,  # the package import registers every objective
 )
@@ -127,6 +130,7 @@ def check_sibling_work(cfg) -> None:
 
 def check_rollout(cfg) -> None:
     r = cfg.rollout
+    check(math.isfinite(r.temperature), "rollout.temperature", f"must be finite, got {r.temperature}")
     check(r.engine != "fast" or cfg.model.dtype == "float32", "rollout.engine",
           f"fast decodes float32 models only, and model.dtype={cfg.model.dtype}: in lower precision its behaviour "
           "log-probs drift from the trainer's recomputation (models/lean.float32_reason); use rollout=hf or rollout=vllm, "
@@ -186,6 +190,17 @@ def check_evaluated(cfg) -> None:
 def check_eval(cfg) -> None:
     e = cfg.eval
     default = defaults_of(e)
+    # what the evaluation would refuse only when it runs: after training, where eval.at_start=false runs none first
+    check(e.suite == "none" or e.suite in BENCHMARK_SUITES, "eval.suite",
+          f"unknown suite {e.suite!r}; allowed: {[*sorted(BENCHMARK_SUITES), 'none']}")
+    for name in e.benchmarks:
+        check_choice(name, "eval.benchmarks", benchmark_names())
+    check(len(set(e.benchmarks)) == len(e.benchmarks), "eval.benchmarks", f"{list(e.benchmarks)} names a benchmark twice")
+    check(e.max_problems >= 0, "eval.max_problems", f"must be >= 0 (0 = all), got {e.max_problems}")
+    check(0 < e.top_p <= 1, "eval.top_p", f"must be in (0, 1], got {e.top_p}")
+    check(e.top_k >= 0, "eval.top_k", f"must be >= 0 (0 = off), got {e.top_k}")
+    for key in ("temperature", "sampled_temperature"):
+        check(math.isfinite(getattr(e, key)), f"eval.{key}", f"must be finite, got {getattr(e, key)}")
     check(e.sampled_k > 0 or e.sampled_temperature == default["sampled_temperature"], "eval.sampled_temperature",
           f"{e.sampled_temperature!r} has no effect with eval.sampled_k=0 (no sampled evaluation): set eval.sampled_k > 0")
     if e.temperature > 0:

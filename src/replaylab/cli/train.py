@@ -151,6 +151,7 @@ def _sweep_cell() -> str | None:
 def main(cfg: DictConfig) -> dict:
     from replaylab.results.rows import RowsMismatch
     from replaylab.storage import CorruptCheckpoint, CorruptDoneMarker, StorageError, UnsafeCheckpoint
+    from replaylab.tasks.data_root import DataError, MissingData
     from replaylab.tasks.stream import StreamChanged
     from replaylab.training.components import TrainingDiverged
     from replaylab.training.dynamic_sampling import DynamicSamplingExhausted
@@ -160,6 +161,7 @@ def main(cfg: DictConfig) -> dict:
     # (errors, message prefix, exit code), first match wins; documented in the module doc
     exits = [
         (ConfigError, "invalid config: ", 2),
+        ((DataError, MissingData), "invalid data: ", 2),
         (RunDirectoryBusy, "", 3),
         # the run directory or its disk: nothing already written is lost
         ((RowsMismatch, CorruptCheckpoint, CorruptDoneMarker, UnsafeCheckpoint, UnsafePointer, StorageError,

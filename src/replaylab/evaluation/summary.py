@@ -88,7 +88,11 @@ def summarize(
     if not per_bench:
         return rows
     scored = [pb for pb in per_bench if pb[2] > 0]  # benchmarks with at least one graded problem
-    lo, hi = stratified_bootstrap_ci([acc for _, acc, _, _ in scored], n_resamples=n_resamples, seed=seed)
+    # A mean over fewer benchmarks than the suite's is another suite's mean: a benchmark that graded nothing (every
+    # gold unparseable) makes the suite's value NaN, not the mean of the rest (its own row says why: unparseable_gold)
+    if len(scored) < len(per_bench):
+        scored = []
+    lo, hi = stratified_bootstrap_ci([acc for _, acc, _, _ in scored], n_resamples=n_resamples, seed=seed)  # NaN if none
     mean_name = f"{suite}/mean" if suite else "mean"
     n_problems = sum(pb[2] for pb in per_bench)
     n_samples = sum(pb[3] for pb in per_bench)

@@ -24,6 +24,16 @@ TRAIN_SETS: dict[str, tuple[str, int]] = {
     "aime_1983_2023": ("aime_1983_2023.jsonl", 975),
 }
 
+
+
+class DataError(ValueError):
+    """A data file whose rows cannot be used; the message names the file and line. The CLIs exit 2."""
+
+
+class MissingData(FileNotFoundError):
+    """A data root or data file that does not exist; the message says which key sets it. The CLIs exit 2."""
+
+
 _HOW_TO_SET = f"set the config key `{DATA_ROOT_CONFIG_KEY}` or the environment variable {DATA_ROOT_ENV}"
 
 
@@ -42,7 +52,7 @@ def resolve_data_root(data_root: str | Path | None = None) -> Path:
     if data_root is None or str(data_root) == "":
         root = default_data_root()
         if root is None:
-            raise FileNotFoundError(
+            raise MissingData(
                 "no math data root configured: "
                 f"{_HOW_TO_SET} to the directory holding the benchmark .jsonl files "
                 "(the default `<repo>/../shared/data/math` does not exist)"
@@ -52,7 +62,7 @@ def resolve_data_root(data_root: str | Path | None = None) -> Path:
         root, origin = Path(data_root), f"the data_root argument / `{DATA_ROOT_CONFIG_KEY}`"
     root = root.expanduser()
     if not root.is_dir():
-        raise FileNotFoundError(
+        raise MissingData(
             f"math data root {root} (from {origin}) is not a directory; {_HOW_TO_SET} to the directory "
             "holding the benchmark .jsonl files"
         )
@@ -64,7 +74,7 @@ def read_rows(path: Path, expected_rows: int | None = None) -> list[dict]:
     `answer` are non-empty strings, and ids are unique. Blank lines are ignored. `expected_rows`
     (from the data manifest) catches a different revision of the set, e.g. AMC's 83-row variant."""
     if not path.is_file():
-        raise FileNotFoundError(
+        raise MissingData(
             f"data file {path} not found; {_HOW_TO_SET} to the directory that holds {path.name}"
         )
     rows: list[dict] = []
@@ -75,26 +85,26 @@ def read_rows(path: Path, expected_rows: int | None = None) -> list[dict]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise ValueError(f"{where}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})") from None
+                raise DataError(f"{where}: not UTF-8 (byte {raw[e.start]:#04x} at column {e.start + 1})") from None
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+                raise DataError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
             if not isinstance(row, dict):
-                raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
+                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
             for key in REQUIRED_KEYS:
                 if key not in row:
-                    raise ValueError(f"{where}: missing key {key!r} (every row needs {list(REQUIRED_KEYS)})")
+                    raise DataError(f"{where}: missing key {key!r} (every row needs {list(REQUIRED_KEYS)})")
                 if not isinstance(row[key], str) or not row[key].strip():
-                    raise ValueError(f"{where}: key {key!r} must be a non-empty string, got {row[key]!r}")
+                    raise DataError(f"{where}: key {key!r} must be a non-empty string, got {row[key]!r}")
             if row["id"] in first_line:
-                raise ValueError(f"{where}: key 'id' value {row['id']!r} repeats line {first_line[row['id']]}")
+                raise DataError(f"{where}: key 'id' value {row['id']!r} repeats line {first_line[row['id']]}")
             first_line[row["id"]] = lineno
             rows.append(row)
     if expected_rows is not None and len(rows) != expected_rows:
-        raise ValueError(
+        raise DataError(
             f"{path}: {len(rows)} rows, expected {expected_rows} (a different revision of this set? "
             "see MANIFEST.md in the data root)"
         )

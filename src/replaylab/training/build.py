@@ -164,6 +164,8 @@ def build_components(cfg: Config) -> Components:
     kernels.use(cfg.trainer.matmul, device)
     strategy = build_strategy(cfg.strategy)
     objective = build_objective(cfg.trainer, cfg.budget.max_response_tokens, cfg.rollout.temperature)
+    benchmarks = evaluated_benchmarks(cfg)  # data first: a bad file is named in seconds, before any model loads
+    rows = training_prompt_rows(cfg, benchmarks)
     policy, tokenizer = load_policy(cfg, device)
     # Frozen copies (KL reference, initial policy) are taken before the policy is wrapped.
     ref = copy.deepcopy(policy).eval().requires_grad_(False) if objective.needs_reference() else None
@@ -173,8 +175,6 @@ def build_components(cfg: Config) -> Components:
     generator = build_generator(cfg, policy, tokenizer)
     teacher = build_teacher(cfg, objective, device, tokenizer)
     grader = build_grader(cfg)
-    benchmarks = evaluated_benchmarks(cfg)
-    rows = training_prompt_rows(cfg, benchmarks)
     prompts = render_prompts(rows, tokenizer, cfg.data.instruction, cfg.data.enable_thinking)
     stream = PromptStream(prompts, data_order(len(prompts), cfg.order))
     evaluate = build_evaluate(cfg, generator, tokenizer, grader, benchmarks)
