@@ -208,6 +208,25 @@ def test_corrupt_or_missing_latest_falls_back_to_the_newest_valid_checkpoint(run
     assert comparable(load_rows(path)) == comparable(full)
 
 
+def test_a_checkpoint_of_another_run_or_of_nothing_is_passed_over_for_this_runs_own(run_train, caplog):
+    """Another run's checkpoint copied over this run's latest restored that run's weights and rows (the rows'
+    mismatch then blamed this run's rows and advised a rebuild, which kept the foreign rows); a file without a
+    trainer state's keys stopped the resume with a KeyError. Both are passed over, naming the file, for the
+    newest checkpoint of this run, which resumes exactly (bad-input audit, F6 and F14)."""
+    _, other = run_train(["budget.max_updates=4", "trainer.checkpoint_every=2", "strategy=initial"])
+    overrides, path, full = _interrupted_run(run_train)
+    shutil.copy(other / "checkpoints" / "update_0000004.pt", path / "checkpoints" / "update_0000004.pt")
+    run_train(overrides)
+    assert f"was written by run {other.name}, not by this run ({path.name})" in caplog.text
+    assert comparable(load_rows(path)) == comparable(full)
+
+    overrides, path, full = _interrupted_run(run_train, ["trainer.seed=1"])
+    torch.save({"foo": 1}, path / "checkpoints" / "update_0000004.pt")
+    run_train(overrides)
+    assert "update_0000004.pt is not a trainer checkpoint (no iteration, ledger" in caplog.text
+    assert comparable(load_rows(path)) == comparable(full)
+
+
 def test_done_only_when_rows_verify(run_train, monkeypatch):
     from replaylab.results import rows as rows_module
 

@@ -163,6 +163,26 @@ def checkpoint_candidates(path: Path) -> tuple[list[Path], list[str]]:
     return found, notes
 
 
+# What every trainer state holds (Trainer.state_dict); a single-file checkpoint adds the weights.
+STATE_KEYS = frozenset({"scheduler", "strategy", "stream_position", "ledger", "rows", "iteration", "update", "torch_rng"})
+
+
+def check_own_state(state, run_dir: Path, target: Path, weights: bool) -> None:
+    """Refuse, as a CorruptCheckpoint (the resume then tries an older one), a loaded checkpoint that is not a
+    trainer state of this run: one copied from another run directory would restore that run's weights and rows
+    (and the rows' mismatch then blamed this run's rows), and a file without the state's keys stopped the resume
+    with a KeyError."""
+    from replaylab.storage import CorruptCheckpoint
+
+    missing = sorted(STATE_KEYS - set(state) | ({"policy", "optimizer"} - set(state) if weights else set())) \
+        if isinstance(state, dict) else ["(not a dict)"]
+    if missing:
+        raise CorruptCheckpoint(f"{target} is not a trainer checkpoint (no {', '.join(missing)})")
+    if state.get("run", run_dir.name) != run_dir.name:  # checkpoints from before the field have none
+        raise CorruptCheckpoint(f"{target} was written by run {state['run']}, not by this run ({run_dir.name}): "
+                                "a checkpoint copied from another run directory")
+
+
 def load_checkpoint(target: Path) -> dict:
     """A single-file checkpoint, loaded with weights_only (storage.safe_torch_load)."""
     return safe_torch_load(target)

@@ -35,17 +35,9 @@ from replaylab.training.provenance import Provenance
 from replaylab.training.rollouts import RolloutsMixin
 from replaylab.training.schedule import build_scheduler
 from replaylab.training.shared import SharedWork
-from replaylab.training.runs import (
-    checkpoint_candidates,
-    checkpoint_due,
-    checkpoint_updates,
-    load_checkpoint,
-    mark_done,
-    prune_checkpoints,
-    rows_without_checkpoint,
-    save_checkpoint,
-    write_latest,
-)
+from replaylab.training.runs import (checkpoint_candidates, checkpoint_due, checkpoint_updates, check_own_state,
+                                     load_checkpoint, mark_done, prune_checkpoints, rows_without_checkpoint,
+                                     save_checkpoint, write_latest)
 from replaylab.training.updates import UpdatesMixin
 from replaylab.types import Group
 
@@ -100,8 +92,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
             "iteration": self.iteration,
             "update": self.update, "last_eval": self.last_eval, "torch_rng": torch.get_rng_state(),
             "world_size": D.world_size(), "probe": self.probe.state_dict() if self.probe else None,
-            "branched_from": self.branched_from, "gradient_readings": self.gradient_readings,
-        }
+            "branched_from": self.branched_from, "gradient_readings": self.gradient_readings, "run": self.run_dir.name}
         if weights:
             state.update(policy=self.c.policy.state_dict(), optimizer=self.opt.state_dict())
         return state
@@ -151,6 +142,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         for i, target in enumerate(found):
             try:
                 state = D.load_sharded(self.c.policy, self.opt, target) if target.is_dir() else load_checkpoint(target)
+                check_own_state(state, self.run_dir, target, weights=not target.is_dir())
             except CorruptCheckpoint as e:
                 log.warning("replaylab: %s; trying an older checkpoint", e)
                 continue
