@@ -167,3 +167,20 @@ def test_add_parser_registers_the_subcommand(tmp_path):
     args = parser.parse_args(["grade", "in.jsonl", "--out", "o.jsonl", "--workers", "1", "--boxed-only"])
     assert args.func is cli_grade.run
     assert (args.input, args.out, args.workers, args.boxed_only) == ("in.jsonl", "o.jsonl", 1, True)
+
+
+def test_a_truncated_flag_that_is_not_a_boolean_is_a_named_malformed_line(tmp_path, capsys):
+    """`"truncated": "true"` or 1 was read as not truncated, so an unboxed answer was graded by the fallback
+    reserved for complete responses (bad-input audit, F9)."""
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    rows = [{"id": str(i), "response": "The final answer is 7", "gold": "7", "truncated": flag}
+            for i, flag in enumerate([True, False, "true", 1])]
+    _write_jsonl(src, rows)
+    rc = cli_grade.main([str(src), "--out", str(out), "--workers", "1"])
+    captured = capsys.readouterr()
+    graded = _read_jsonl(out)
+    assert rc == 1
+    assert [r["correct"] for r in graded] == [False, True, False, False]
+    assert [r["status"] for r in graded][2:] == ["error", "error"]
+    assert f"{src}:3: `truncated` must be true or false, got 'true'" in captured.err
+    assert f"{src}:4: `truncated` must be true or false, got 1" in captured.err

@@ -74,6 +74,9 @@ def _read_rows(path: str) -> Iterator[tuple[int, dict, str | None]]:
                 what = " and ".join(f"`{k}`" for k in missing)
                 yield lineno, row, f"{what} missing or not a string"
                 continue
+            if not isinstance(row.get("truncated", False), bool):  # "true" or 1 read as not truncated: another rule
+                yield lineno, row, f"`truncated` must be true or false, got {row['truncated']!r}"
+                continue
             yield lineno, row, None
 
 
