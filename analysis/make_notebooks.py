@@ -41,7 +41,7 @@ plots.save(plots.table_bars(table, f"{NAME}: suite mean, 95% CI over data orders
     ],
     "curves": [
         ("markdown", "# Learning curves\n\nSuite-mean accuracy and response length vs optimizer update per strategy "
-                     "(line: mean over data orders, band: min–max); training signals (reverse KL for OPD, reward "
+                     "(line: mean over data orders, band: its 95% t-interval, as in the tables); training signals (reverse KL for OPD, reward "
                      "for GRPO, response tokens). Dashed lines: R-OPD's switch to replay (`switch_iteration`)."),
         ("code", SETUP),
         ("code", '''\

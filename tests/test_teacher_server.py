@@ -233,3 +233,17 @@ def test_real_vllm_server_matches_local_teacher(tok, samples, tmp_path):
         proc.terminate()
         proc.wait(timeout=60)
         log.close()
+
+
+def test_a_teacher_server_moved_to_another_node_keeps_the_run_directory():
+    """After a preemption the `vllm serve` teacher usually comes back on another node: the resubmitted run
+    with the new URL must resume its directory, not start over beside it (scale-out audit, item 5). What the
+    teacher is (its name, its kind) still names the run."""
+    from conftest import compose
+
+    from replaylab.training.runs import config_hash
+
+    base = ["trainer=opd_sampled", "teacher.kind=server", "teacher.name_or_path=t"]
+    node17, node42, other = (compose(base[:-1] + [f"teacher.server_url=http://{host}:8000/v1", name])
+                             for host, name in (("node17", base[-1]), ("node42", base[-1]), ("node42", "teacher.name_or_path=u")))
+    assert config_hash(node17) == config_hash(node42) != config_hash(other)

@@ -75,7 +75,8 @@ class FakeVLLM:
                         if ids[-1] in sp.stop_token_ids:
                             break
                     lps = [{t: NS(logprob=-0.1 * (j + 1), rank=1)} for j, t in enumerate(ids)]
-                    reason = "stop" if ids[-1] in sp.stop_token_ids else "length"
+                    # vLLM v1's check_stop tests the length cap before the stop tokens
+                    reason = "length" if len(ids) >= sp.max_tokens else "stop"
                     outs.append(NS(prompt_token_ids=req["prompt_token_ids"],
                                    outputs=[NS(token_ids=ids, logprobs=lps, finish_reason=reason)]))
                 return outs
@@ -136,6 +137,10 @@ def test_vllm_generator_glue_on_a_fake_engine(monkeypatch):
     assert again == [s.response_ids.tolist() for s in flat]
     assert gen.tokens_generated == 2 * sum(s.num_tokens for s in flat)
     assert request_seed(9, 0) != request_seed(9, 1)
+    # an EOS drawn as the budget's last token: finish_reason "length", yet a complete response
+    at_budget = [s for seed in range(20) for g in gen.generate(prompts, params, seed=seed) for s in g
+                 if s.num_tokens == 5 and s.response_ids[-1].item() == FakeVLLM.EOS]
+    assert at_budget and not any(s.truncated for s in at_budget)
 
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(Qwen3Config(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,

@@ -16,7 +16,8 @@ unique sample ids. The choices that make that true:
 * Determinism: each sequence is its own request (prompts x n, with prefix caching making the
   repeats cheap) with its own seed derived from (seed, index), so results do not depend on how vLLM
   batches requests, and equal seeds give equal samples.
-* Truncation: `finish_reason == "length"`; the EOS token, when generated, is part of the response.
+* Truncation: no EOS in the response (not `finish_reason == "length"`, which an EOS drawn as the budget's
+  last token also gives); the EOS token, when generated, is part of the response.
   Generation stops at the tokenizer's EOS only (`ignore_eos` + `stop_token_ids=[eos]`), as
   HFGenerator's `generate(eos_token_id=tok.eos_token_id)` does.
 * Weights: the engine lives in this process ("colocated": `distributed_executor_backend=
@@ -188,6 +189,8 @@ class VLLMGenerator:
             behaviour_logprobs=torch.tensor(logps, dtype=torch.float32),
             policy_version=self.policy_version,
             source=source,
-            truncated=completion.finish_reason == "length",
+            # no EOS, as HFGenerator decides: vLLM checks the length cap before the stop tokens, so an EOS drawn as
+            # the budget's last token finishes "length" though the response is complete
+            truncated=self.eos_id not in ids,
             sample_id=f"{source}-v{self.policy_version}-s{seed}-{index}",
         )

@@ -33,6 +33,11 @@ def semantic_config(cfg: DictConfig) -> dict:
             d.get(node, {}).pop(rest[0], None)
         else:
             d.pop(node, None)
+    # Where a server teacher runs is not what it computes (teacher.kind and name_or_path are, and the server must
+    # serve that name): a requeued job whose `vllm serve` came back on another node resumes its run instead of
+    # starting a new one. Set to None rather than dropped, so every other run's hash stays what it was.
+    if isinstance(d.get("teacher"), dict) and "server_url" in d["teacher"]:
+        d["teacher"]["server_url"] = None
     return d
 
 
