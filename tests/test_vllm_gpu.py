@@ -259,3 +259,27 @@ def test_greedy_matches_transformers_and_sync_weights_updates_the_engine(world):
         gen.sync_weights(model, version=0)
         gen.flush()
     assert [g[0].response_ids.tolist() for g in gen.generate(prompts, greedy, seed=0)] == before
+
+
+def test_rank0_evaluates_alone_after_a_sync_under_fsdp2(tmp_path):
+    """rollout=vllm with trainer.distributed=fsdp2: model_for_scoring returned the sharded module and left the
+    weight push pending, so rank 0's evaluation pushed (an all-gather) and probed (a sharded forward) alone while
+    the other rank waited at the barrier: a hang until the process-group timeout at every evaluation (scale-out
+    audit, item 2). Now every rank's call pushes and gathers a plain copy, which scores as the full model does."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = Path(__file__).parent / "scripts" / "vllm_fsdp_eval_check.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
+                           str(script), "--out", str(tmp_path)], env={**env, "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    logits = torch.load(tmp_path / "logits.pt")
+    assert torch.allclose(logits["scoring"], logits["full"], atol=1e-6)

@@ -107,6 +107,8 @@ class VLLMGenerator:
         self.tokens_generated = 0
         self._pending: torch.nn.Module | None = None
         self.policy_model: torch.nn.Module | None = None  # the trainer's policy, set by from_config / sync
+        self._scoring_copy: torch.nn.Module | None = None  # FSDP2: model_for_scoring's gathered plain copy
+        self._scoring_stale = True
         self._warned_truncation = False
 
     @classmethod
@@ -131,10 +133,25 @@ class VLLMGenerator:
         self._pending = model
         self.policy_model = model
         self.policy_version = version
+        self._scoring_stale = True
 
     def model_for_scoring(self) -> torch.nn.Module:
-        """The trainer's own policy (the engine's copy has no autograd-free torch forward to reuse)."""
-        return self.policy_model
+        """The policy for no-grad scoring (the engine's copy has no torch forward to reuse): the trainer's own
+        module, or under FSDP2 a plain gathered copy, refreshed after each weight sync. Every rank calls it
+        together (the trainer does, before rank 0 evaluates alone): it pushes pending weights to the engine
+        and gathers the copy, both collectives under FSDP2, so rank 0's evaluation then generates, scores and
+        probes without one (a generate that pushed, or a probe through the sharded module, on rank 0 alone
+        waited forever for the other ranks)."""
+        from replaylab.parallel.wrap import is_fsdp, unwrap
+        from replaylab.rollout.gathered import unwrapped_generation_copy
+
+        self.flush()
+        if not is_fsdp(unwrap(self.policy_model)):
+            return self.policy_model
+        if self._scoring_stale or self._scoring_copy is None:
+            self._scoring_copy = unwrapped_generation_copy(self.policy_model, self._scoring_copy)
+            self._scoring_stale = False
+        return self._scoring_copy
 
     def flush(self) -> None:
         """Push pending weights now (all ranks together when the policy is FSDP2-sharded)."""
