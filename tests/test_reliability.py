@@ -149,6 +149,35 @@ def test_a_resume_over_other_training_prompts_is_refused_naming_the_checkpoint(r
     assert comparable(load_rows(path)) == comparable(full)
 
 
+def test_a_resume_over_other_benchmark_golds_is_refused_naming_the_checkpoint(run_train, monkeypatch):
+    """A checkpoint's evaluations were graded on its benchmarks' golds: a resume after a gold changed would go on
+    with the same curve graded on others (updates 0-4 on the old golds, 6 on the new). The checkpoint records what
+    the evaluation scores; the run stops naming the checkpoint, its rows untouched (bad-input audit, F5)."""
+    import dataclasses
+
+    from replaylab.evaluation import benchmarks
+    from replaylab.tasks.stream import StreamChanged
+
+    overrides, path, full = _interrupted_run(run_train)
+    before = (path / "rows.jsonl").read_text()
+    real = benchmarks.get_benchmark
+
+    def one_gold_changed(name, data_root=None):
+        bench = real(name, data_root)
+        if name != "tiny8/add2":
+            return bench
+        items = (dataclasses.replace(bench.items[0], answer="-1"), *bench.items[1:])
+        return dataclasses.replace(bench, items=items)
+
+    monkeypatch.setattr(benchmarks, "get_benchmark", one_gold_changed)
+    with pytest.raises(StreamChanged, match=r"its checkpoint at update 4 was evaluated on other benchmark problems or golds"):
+        run_train(overrides)
+    assert (path / "rows.jsonl").read_text() == before and not (path / "done.json").exists()
+    monkeypatch.undo()
+    run_train(overrides)  # the same benchmarks: the resume goes on, exact
+    assert comparable(load_rows(path)) == comparable(full)
+
+
 def test_a_garbled_done_marker_is_named_by_train_and_show(tmp_path):
     """A torn done.json: the train CLI (which skips finished runs) exits 4 naming the file, not with a traceback,
     and so does `replaylab show` (exit 2); a marker that is valid JSON but not an object too."""

@@ -24,6 +24,8 @@ partial one right: up to a few points on Minerva's level, the same for every str
 
 from __future__ import annotations
 
+import hashlib
+
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,6 +60,18 @@ class Benchmark:
 
     def __len__(self) -> int:
         return len(self.items)
+
+
+def benchmarks_fingerprint(benchmarks: list[Benchmark]) -> str:
+    """16 hex digits over what an evaluation scores (each benchmark's name and its problems' ids, questions and
+    golds): a checkpoint records it, so a resumed run whose benchmark files changed does not continue a curve
+    graded on other golds."""
+    h = hashlib.sha256()
+    for bench in benchmarks:
+        h.update(f"{bench.name}\1".encode())
+        for item in bench.items:
+            h.update(f"{item.id}\0{item.question}\0{item.answer}\0".encode())
+    return h.hexdigest()[:16]
 
 
 _SCI = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?)[eE]([+-]?)0*(\d+)\s*$")

@@ -9,7 +9,8 @@ from replaylab.types import Prompt
 
 
 class StreamChanged(ValueError):
-    """A checkpoint's position belongs to another training set or data order than the one this run built."""
+    """A checkpoint was written over other data than this run built: its stream position over another training
+    set or data order, or its evaluations over other benchmark problems or golds (training/trainer.py)."""
 
 
 class PromptStream:

@@ -189,8 +189,10 @@ def build_components(cfg: Config) -> Components:
                                             cfg.rollout.compile)
     if cfg.trainer.forward != "module":
         attach_lean_forwards(cfg, policy, ref, teacher.distribution_model() if teacher is not None else None)
+    from replaylab.evaluation.benchmarks import benchmarks_fingerprint
+
     return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref, initial_generator,
-                      objective)
+                      objective, benchmarks_fingerprint(benchmarks) if benchmarks else "")
 
 
 def attach_lean_forwards(cfg: Config, policy, ref, teacher_model) -> None:

@@ -29,6 +29,7 @@ class Components:
     ref_model: torch.nn.Module | None = None
     initial_generator: object | None = None  # samples from a frozen copy of the initial policy
     objective: Objective | None = None  # what scores samples and gives the loss (replaylab.objectives)
+    eval_fingerprint: str = ""  # evaluation.benchmarks_fingerprint of what `evaluate` scores ("" when nothing)
 
 
 def derived_seed(*parts: object) -> int:

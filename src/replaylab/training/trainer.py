@@ -22,6 +22,7 @@ from replaylab.replay.base import GradientReading, StepContext, UpdateStats
 from replaylab.results.report import eval_line
 from replaylab.results.rows import RowsMismatch, RowWriter
 from replaylab.storage import CorruptCheckpoint
+from replaylab.tasks.stream import StreamChanged
 from replaylab.training.branch import Branch, branch_state
 from replaylab.training.budget import Ledger, budgets_reached, ended_by
 from replaylab.training.components import Components, TrainingDiverged, derived_seed  # noqa: F401  (TrainingDiverged: re-exported, callers catch it from here)
@@ -87,7 +88,7 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         state = {
             "scheduler": self.sched.state_dict(), "strategy": self.c.strategy.state_dict(),
             "strategy_rng": self.strategy_rng.getstate(), "stream_position": self.c.stream.position,
-            "stream_fingerprint": self.c.stream.fingerprint,
+            "stream_fingerprint": self.c.stream.fingerprint, "eval_fingerprint": self.c.eval_fingerprint,
             "ledger": self.ledger.state_dict(), "rows": self.rows.count, "rows_text": self.rows.snapshot(),
             "iteration": self.iteration,
             "update": self.update, "last_eval": self.last_eval, "torch_rng": torch.get_rng_state(),
@@ -104,8 +105,12 @@ class Trainer(UpdatesMixin, DynamicSamplingMixin, RolloutsMixin):
         self.sched.load_state_dict(s["scheduler"])
         self.c.strategy.load_state_dict(s["strategy"])
         self.strategy_rng.setstate(s["strategy_rng"])
-        self.c.stream.restore(s["stream_position"], s.get("stream_fingerprint"), f"{self.run_dir}: its checkpoint at "
-                              f"update {s['update']}")
+        where = f"{self.run_dir}: its checkpoint at update {s['update']}"
+        self.c.stream.restore(s["stream_position"], s.get("stream_fingerprint"), where)
+        if s.get("eval_fingerprint", self.c.eval_fingerprint) != self.c.eval_fingerprint:  # None: from before the field
+            raise StreamChanged(f"{where} was evaluated on other benchmark problems or golds (fingerprint "
+                                f"{s['eval_fingerprint']}, this run's {self.c.eval_fingerprint}): a benchmark file or the "
+                                "data root changed since; restore it, or move the run directory away to start over")
         self.ledger = Ledger.from_state(s["ledger"])
         self.ledger.compute = self.compute  # derived from the models, not part of the state
         self.rows.restore(s["rows"], s.get("rows_text"), rebuild=self.cfg.resume_rows == "rebuild")
