@@ -81,3 +81,15 @@ def test_an_evaluation_checkpoint_that_is_not_one_is_a_config_error_before_the_m
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("replaylab: invalid config: eval.checkpoint: no checkpoint found")
+
+
+@pytest.mark.parametrize("override,key", [("teacher.name_or_path=tiny://foo", "teacher.name_or_path"),
+                                          ("model.name_or_path=./no_such_model_dir", "model.name_or_path")])
+def test_a_model_name_that_cannot_load_is_a_config_error_naming_its_key(run_train, override, key):
+    """An unknown tiny model raised a ValueError traceback after the student had loaded, and a missing local
+    directory transformers' OSError; neither named the key (bad-input audit, F12)."""
+    from replaylab.config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        run_train([override])
+    assert str(err.value).startswith(f"{key}: "), str(err.value)

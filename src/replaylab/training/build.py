@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from pathlib import Path
 
 import torch
 
@@ -31,9 +32,19 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def model_path(name_or_path: str, key: str, cfg: Config) -> str:
+    """`resolve_path`, with a name that cannot load named by its key (a config error, exit 2): an unknown tiny
+    model, or a local path (/, ./, ../, ~) that does not exist, which transformers reports as an OSError."""
+    check(not name_or_path.startswith("tiny://") or name_or_path in ("tiny://student", "tiny://teacher"), key,
+          f"unknown tiny model {name_or_path!r}; allowed: tiny://student, tiny://teacher")
+    check(not name_or_path.startswith(("/", "./", "../", "~")) or Path(name_or_path).expanduser().exists(), key,
+          f"{name_or_path!r} does not exist (a local model directory; or give a hub id)")
+    return resolve_path(name_or_path, cfg.tiny, progress=cfg.progress and on_terminal())
+
+
 def load_policy(cfg: Config, device: torch.device):
     m = cfg.model
-    path = resolve_path(m.name_or_path, cfg.tiny, progress=cfg.progress and on_terminal())
+    path = model_path(m.name_or_path, "model.name_or_path", cfg)
     tokenizer = load_tokenizer(path, m.gguf_file, m.revision)
     model = load_causal_lm(path, m.dtype, m.gguf_file, m.revision, m.attn_implementation).to(device)
     if m.gradient_checkpointing:
@@ -70,7 +81,7 @@ def build_teacher(cfg: Config, objective: Objective, device: torch.device, token
         return ServerTeacher(t.server_url, t.name_or_path, micro_batch=t.micro_batch)
     from replaylab.teacher.local import LocalTeacher
 
-    path = resolve_path(t.name_or_path, cfg.tiny, progress=cfg.progress and on_terminal())
+    path = model_path(t.name_or_path, "teacher.name_or_path", cfg)
     teacher_tok = load_tokenizer(path, None, t.revision)
     if teacher_tok.get_vocab() != tokenizer.get_vocab():
         raise ValueError(f"teacher {t.name_or_path!r} and student {cfg.model.name_or_path!r} use different tokenizers; "
