@@ -54,3 +54,23 @@ def test_a_response_the_budget_cut_is_not_credited_for_an_anchored_guess_in_its_
         statuses = [r.status for r in grader.grade([(guess, "42")] * 2, truncated=[True, False])]
     assert [s.reward for s in samples] == [1.0, 0.0, 1.0, 1.0]
     assert statuses == ["no_answer", "ok"]
+
+
+def test_rewards_without_a_verdict_are_counted_in_the_train_rows(run_train, monkeypatch):
+    """A grading timeout or error, or a gold the grader cannot parse, scores 0 like a wrong answer: a GRPO run on
+    a training set whose golds all failed to parse ran to its end reading like a model that solves nothing
+    (reward 0, every group zero-variance). Train rows now carry the share of such rewards (bad-input audit, F4)."""
+    from conftest import load_rows
+    from replaylab.grading.result import GradeResult
+
+    grpo = ["trainer=grpo", "teacher=none", "eval=none", "eval.probe_size=0", "trainer.samples_per_prompt=2"]
+    _, healthy = run_train(grpo)
+    monkeypatch.setattr(Grader, "grade", lambda self, pairs, truncated=None: [GradeResult(False, "unparseable_gold")
+                                                                               for _ in pairs])
+    _, broken = run_train([*grpo, "trainer.seed=1"])
+
+    def ungraded(run):
+        return [r["value"] for r in load_rows(run) if r["split"] == "train" and r["metric"] == "ungraded_rewards"]
+
+    assert ungraded(healthy) and set(ungraded(healthy)) == {0.0}
+    assert ungraded(broken) and set(ungraded(broken)) == {1.0}

@@ -74,6 +74,8 @@ class Sample:
     truncated: bool  # hit the response budget before EOS
     sample_id: str  # unique id: a strategy that must never reuse trajectories checks these
     reward: float | None = None  # verifiable reward (GRPO), set by the scorer
+    reward_status: str | None = None  # the grader's status behind `reward` (grading.result: timeout, error and
+    # unparseable_gold score 0 without a verdict on the answer)
     teacher_logprobs: torch.Tensor | None = None  # (L,) log p_teacher(y_t | s_t), cached (OPD)
     teacher_full_logprobs: torch.Tensor | None = None  # (L, V) full teacher log-probs when the
     # exact reverse-KL estimator needs them; cached like teacher_logprobs (tiny vocabularies only)
@@ -137,6 +139,7 @@ class Sample:
             truncated=self.truncated,
             sample_id=self.sample_id,
             reward=self.reward,
+            reward_status=self.reward_status,
             teacher_logprobs=self.teacher_logprobs,
             teacher_full_logprobs=self.teacher_full_logprobs,
             advantage=self.advantage,

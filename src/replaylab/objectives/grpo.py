@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from replaylab.grading.result import ERROR, TIMEOUT, UNPARSEABLE_GOLD
 from replaylab.losses import group_advantages, grpo_loss
 from replaylab.losses.reward_shaping import overlong_penalty
 from replaylab.models.batching import (
@@ -30,6 +31,8 @@ from replaylab.objectives.base import MEASURED_TOKENS, Objective, Scorers, regis
 from replaylab.objectives.inputs import behaviour_weights, old_logprobs
 from replaylab.types import Group, Sample, scored_statistics
 
+UNGRADED = frozenset({TIMEOUT, ERROR, UNPARSEABLE_GOLD})  # grading statuses that are no verdict on the answer
+
 
 def grade_rewards(samples: list[Sample], tokenizer, grader) -> None:
     """Binary verifiable reward from the math grader for samples that have none yet."""
@@ -41,6 +44,7 @@ def grade_rewards(samples: list[Sample], tokenizer, grader) -> None:
     graded = grader.grade([(t, s.prompt.answer) for t, s in zip(texts, todo)], truncated=[s.truncated for s in todo])
     for s, res in zip(todo, graded):
         s.reward = 1.0 if res.correct else 0.0
+        s.reward_status = res.status
 
 
 def assign_advantages(groups: list[Group], mode: str, *, unbiased: bool = False, shaping=None) -> None:
@@ -192,7 +196,10 @@ class GRPO(Objective):
                # no gradient at all: every advantage 0. Under RePO's split normalisation a group whose fresh and
                # replayed rows are each uniform (8 right, 8 wrong) has reward variance and no gradient
                "inert_groups": sum(all(s.advantage == 0.0 for s in g.samples) for g in groups) / len(groups),
-               "abs_advantage": abs_advantage}
+               "abs_advantage": abs_advantage,
+               # rewards of 0 that are no verdict: a grading timeout or error, or a gold the grader cannot parse
+               # (a training set whose golds all fail reads like a model that solves nothing: reward 0)
+               "ungraded_rewards": sum(s.reward_status in UNGRADED for s in samples) / len(samples)}
         if self.cfg.overlong_cache:
             out["overlong_penalty"] = sum(self.length_term(s) for s in samples) / len(samples)
         return out
