@@ -253,6 +253,9 @@ def cmd_claims(args: argparse.Namespace) -> int:
             frames[sweep] = load_experiment(root / sweep)
         except NoRowsError:
             print(f"replaylab claims: no runs under {root / sweep}; its claims are reported as not run", file=sys.stderr)
+        except ValueError as e:  # a corrupted run directory, rows file or config: the message names it
+            print(f"replaylab claims: {e}", file=sys.stderr)
+            return 2
     try:
         records = evaluate_claims(frames, CLAIMS)
     except (ValueError, KeyError) as e:  # runs a claim cannot pair (stale twins, a missing column): say which

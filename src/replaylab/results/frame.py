@@ -53,10 +53,18 @@ DONE, UNFINISHED = "done", "failed/running"
 # Run directories are named `<trainer>-<strategy>-<hash>` (or `eval-<hash>`): 16 hex digits at the
 # end tell them from other folders that hold a config.yaml (Hydra's .hydra/, wandb's files/).
 RUN_DIR_NAME = re.compile(r"-[0-9a-f]{16}$")
+EVALUATION_DIR_NAME = re.compile(r"^eval-[0-9a-f]{16}$")  # `python -m replaylab.evaluate`'s (cli/evaluate.py)
+# What every written row says (RowWriter.write): whose it is, and where and what it measured.
+ROW_KEYS = ("run", "split", "update", "metric", "value")
 
 
 class NoRowsError(FileNotFoundError):
     """The source named holds no result rows (missing path, empty directory, empty export)."""
+
+
+class BadRunDirectory(ValueError):
+    """A run directory whose files cannot be read as one run's results: the message names the file and line
+    or the directories (the commands' error path prints it and exits 2)."""
 
 
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -124,10 +132,28 @@ def placeholder_row(identity: Mapping[str, Any], status: str) -> dict[str, Any]:
             "metric": "", "value": math.nan, "n": math.nan, "status": status}
 
 
-def run_status(run_dir: Path) -> str:
-    """`done` when the run wrote its done marker (an eval-only run: its summary.json)."""
-    finished = (run_dir / "done.json").exists() or (run_dir.name.startswith("eval-") and (run_dir / "summary.json").exists())
+def run_status(run_dir: Path, rows: list[dict] | None = None) -> str:
+    """`done` when the run wrote its done marker (an eval-only run: its summary.json) and its rows (`rows`, else
+    read from its rows.jsonl) end at the update the marker names; else why it is not a finished run."""
+    if (run_dir / "done.json").exists():
+        if rows is None:
+            rows = read_rows(run_dir / "rows.jsonl") if (run_dir / "rows.jsonl").exists() else []
+        return rows_short_of_done(run_dir, rows) or DONE
+    finished = run_dir.name.startswith("eval-") and (run_dir / "summary.json").exists()
     return DONE if finished else UNFINISHED
+
+
+def rows_short_of_done(run_dir: Path, rows: list[dict]) -> str | None:
+    """Why a run with a done marker is not finished, or None: a run evaluates at its final update before it
+    writes the marker (training/trainer.py), so rows whose last evaluation is not at the marker's `update` (cut
+    or relabelled afterwards) do not hold the run's final value. Markers without `update` (hand-written,
+    older) and runs without eval rows are taken at their word."""
+    final = read_done_marker(run_dir / "done.json").get("update")
+    evaluated = [r["update"] for r in rows if r.get("split") == "eval" and isinstance(r.get("update"), (int, float))]
+    if not isinstance(final, (int, float)) or isinstance(final, bool) or not evaluated or max(evaluated) == final:
+        return None
+    return (f"done.json says update {final:g}, but {run_dir / 'rows.jsonl'}'s last evaluation is at update "
+            f"{max(evaluated):g} (rows changed after the run finished?): not a finished run")
 
 
 def ended_by(run_dir: Path) -> str | None:
@@ -140,46 +166,103 @@ def ended_by(run_dir: Path) -> str | None:
     return str(value) if value is not None else None
 
 
-def find_run_dirs(root: Path) -> list[Path]:
-    """Every run directory under `root` (or `root` itself): those with rows, and named ones with a
-    config but no rows yet."""
+def find_run_dirs(root: Path) -> tuple[list[Path], list[Path]]:
+    """(every run directory under `root`, or `root` itself: those with rows, and named ones with a config but
+    no rows yet; `replaylab evaluate`'s directories beside training runs, left out of the first list). An
+    evaluation (eval-<hash>/) has no strategy: among a sweep's runs it would be tabled as a phantom "n/a" one;
+    a tree of evaluations alone is still read."""
     if (root / "rows.jsonl").exists() or ((root / "config.yaml").exists() and RUN_DIR_NAME.search(root.name)):
-        return [root]
+        return [root], []
     with_rows = {p.parent for p in root.rglob("rows.jsonl")}
     configured = {p.parent for p in root.rglob("config.yaml") if RUN_DIR_NAME.search(p.parent.name)}
-    return sorted(with_rows | configured)
+    found = sorted(with_rows | configured)
+    training = [d for d in found if not EVALUATION_DIR_NAME.match(d.name)]
+    return (training, [d for d in found if d not in training]) if training else (found, [])
 
 
 def _config_identity(run_dir: Path) -> dict[str, Any]:
     """Identity of a run that logged no rows, from its config.yaml (just its name if that is gone too)."""
+    import yaml
     from omegaconf import OmegaConf
 
     hash_ = RUN_DIR_NAME.search(run_dir.name)
     ident = {"run": run_dir.name, "config_hash": hash_.group(0)[1:] if hash_ else ""}
-    if (run_dir / "config.yaml").exists():
-        ident.update(identity_from_config(OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"), resolve=False)))
+    path = run_dir / "config.yaml"
+    if path.exists():
+        try:
+            config = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            mark = getattr(e, "problem_mark", None)  # a parser's or scanner's error knows its line
+            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+            why = " ".join(filter(None, (getattr(e, "context", None), getattr(e, "problem", None)))) or " ".join(str(e).split())
+            raise BadRunDirectory(f"{where}: not readable YAML ({why}); it is the config of a run that "
+                                  "logged no rows, read to name it in the tables: repair it or move the run out") from e
+        if not isinstance(config, dict):
+            raise BadRunDirectory(f"{path}: a YAML {type(config).__name__}, not a mapping of config keys")
+        ident.update(identity_from_config(config))
     return ident
 
 
+def read_run_rows(run_dir: Path, read_from: dict[str, Path]) -> list[dict]:
+    """A run directory's rows, each carrying the row keys and the identity columns its first row has, all of
+    one run, and of no run whose rows `read_from` (run -> directory) already came from, else BadRunDirectory
+    naming the file and line or both directories. Tables merge rows by their `run`, so a stray row or a
+    copied directory would otherwise change a run's numbers silently."""
+    path = run_dir / "rows.jsonl"
+    rows = read_rows(path) if path.exists() else []
+    first = rows[0] if rows else {"run": run_dir.name}
+    identity = [c for c in IDENTITY if c in first and c not in ROW_KEYS]
+    # train.py and evaluate name a run after its directory; rows named otherwise (written by hand, imported)
+    # are held to one run per directory, as is a renamed copy (RUN.bak), which the check of `read_from` catches
+    run = (run_dir.name if RUN_DIR_NAME.search(run_dir.name) and RUN_DIR_NAME.search(str(first.get("run")))
+           else first.get("run"))
+    for line, row in enumerate(rows, 1):
+        missing = [c for c in ROW_KEYS if c not in row]
+        if missing:
+            raise BadRunDirectory(f"{path}:{line}: a row without {', '.join(missing)}, which every row carries: not a "
+                                  "row a run wrote")
+        missing = [c for c in identity if c not in row]
+        if missing:
+            raise BadRunDirectory(f"{path}:{line}: a row without the identity column(s) {', '.join(missing)} that "
+                                  "the run's first row carries: not a row this run wrote")
+        if not isinstance(row["run"], str):
+            raise BadRunDirectory(f"{path}:{line}: `run` is {row['run']!r}, not a run's name")
+        if row["run"] != run:
+            raise BadRunDirectory(f"{path}:{line}: a row of run {row['run']!r} among the rows of run {run!r} "
+                                  f"({run_dir}): a run's rows name their run directory; rows of another run appended "
+                                  "or copied here?")
+    if run in read_from:
+        raise BadRunDirectory(f"{read_from[run]} and {run_dir} both hold rows of run {run!r}: a copy of the run "
+                              "directory (a backup, an older attempt)? Move all but one out of the experiment")
+    read_from[run] = run_dir
+    return rows
+
+
 def load_experiment(path: str | Path) -> pd.DataFrame:
-    """All rows of every run under `path` as one DataFrame with `status` and `run_dir` columns."""
+    """All rows of every run under `path` as one DataFrame with `status` and `run_dir` columns; `attrs`
+    ["evaluations_left_out"] lists the evaluation directories beside its training runs (find_run_dirs)."""
     root = Path(path)
     if not root.exists():
         raise NoRowsError(f"{root}: no such file or directory; no rows found")
+    left_out: list[Path] = []
     if root.is_file():
-        records = [{**r, "status": run_status(root.parent)} for r in read_rows(root)]
+        rows = read_rows(root)
+        records = [{**r, "status": run_status(root.parent, rows)} for r in rows]
     else:
-        records = []
-        for run_dir in find_run_dirs(root):
-            status = run_status(run_dir)
-            rows = read_rows(run_dir / "rows.jsonl") if (run_dir / "rows.jsonl").exists() else []
+        records, read_from = [], {}
+        run_dirs, left_out = find_run_dirs(root)
+        for run_dir in run_dirs:
+            rows = read_run_rows(run_dir, read_from)
+            status = run_status(run_dir, rows)
             if not rows:
                 rows = [placeholder_row(_config_identity(run_dir), status)]
-            extra = {"status": status, "run_dir": str(run_dir), "ended_by": ended_by(run_dir)}
+            extra = {"status": status, "run_dir": str(run_dir), "ended_by": ended_by(run_dir) if status == DONE else None}
             records += [{**r, **extra} for r in rows]
     if not records:
         raise NoRowsError(f"{root}: no rows found (no rows.jsonl or run directory under it)")
-    return tidy_frame(records)
+    df = tidy_frame(records)
+    df.attrs["evaluations_left_out"] = [str(d) for d in left_out]
+    return df
 
 
 def tidy_frame(records: list[dict]) -> pd.DataFrame:
@@ -248,7 +331,16 @@ def eval_note(df: pd.DataFrame) -> str | None:
             + "; ".join(f"{n} run{'s' if n > 1 else ''} as `{v}`" for v, n in counts.items()) + ".")
 
 
+def evaluations_note(df: pd.DataFrame) -> str | None:
+    """A sentence naming the `replaylab evaluate` directories load_experiment left out beside the training runs."""
+    left_out = df.attrs.get("evaluations_left_out")
+    if not left_out:
+        return None
+    return (f"Left out {len(left_out)} `replaylab evaluate` director{'ies' if len(left_out) > 1 else 'y'}, no strategy of "
+            f"these runs (table one on its own to see it): {', '.join(left_out)}.")
+
+
 def run_notes(df: pd.DataFrame) -> str | None:
     """What a table over `df` must say about where its runs came from, how they were evaluated and how they ended."""
-    notes = [n for n in (versions_note(df), eval_note(df), budget_note(df)) if n]
+    notes = [n for n in (versions_note(df), eval_note(df), budget_note(df), evaluations_note(df)) if n]
     return " ".join(notes) or None

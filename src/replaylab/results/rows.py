@@ -206,8 +206,13 @@ def read_rows(path: Path) -> list[dict]:
     files = [path] if path.is_file() else sorted(path.rglob("rows.jsonl"))
     out = []
     for f in files:
-        with open(f) as fh:
-            for lineno, line in enumerate(fh, 1):
+        with open(f, "rb") as fh:  # bytes, so that a byte that is not UTF-8 is named with its line
+            for lineno, raw in enumerate(fh, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise ValueError(f"{f}:{lineno}: not UTF-8 text (byte {raw[e.start]:#04x} at offset {e.start} of the line); "
+                                     "rows.jsonl is written as UTF-8 JSON: the file was damaged after") from e
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as e:

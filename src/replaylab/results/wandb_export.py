@@ -164,7 +164,14 @@ def load_wandb_csv(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         raise NoRowsError(f"{path}: no such file; no rows found")
-    return rows_from_wandb_csv(pd.read_csv(path), str(path))
+    try:
+        frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError as e:
+        raise NoRowsError(f"{path}: an empty CSV file ({e}); no rows found") from e
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a readable CSV file ({' '.join(str(e).split())}); is this the runs-table CSV "
+                         "export of the wandb web UI?") from e
+    return rows_from_wandb_csv(frame, str(path))
 
 
 def load_wandb_offline(root: str | Path) -> pd.DataFrame:
