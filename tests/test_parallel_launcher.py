@@ -40,21 +40,34 @@ def test_two_cells_run_in_two_worker_processes(tmp_path):
 
 @pytest.mark.parametrize("launcher", ["local", "parallel"])
 def test_a_failing_cell_does_not_stop_the_sweep(tmp_path, launcher):
-    """A cell refused as a single run would be (exit 2: here a negative learning rate) is reported naming the
-    cell, and the sweep's other cell still runs to its done marker; the sweep exits non-zero. Before, the
-    refusal's sys.exit ended the sweep: the basic launcher never started the next cell and the parallel one
-    lost its running sibling."""
+    """A cell that stops as a single run would (exit 5: lr=1e10 diverges at its first update) is reported naming
+    the cell, and the sweep's other cell still runs to its done marker; the sweep exits non-zero. Before, the
+    stop's sys.exit ended the sweep: the basic launcher never started the next cell and the parallel one lost
+    its running sibling."""
     out = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "replaylab.train", "-m", f"launcher={launcher}", "trainer.lr=-1,0.001",
-           "budget.max_updates=1", "trainer.prompts_per_iteration=4", "budget.max_response_tokens=8",
-           "eval=none", "eval.probe_size=0", "wandb.enabled=false", "progress=false", "trainer.threads=1",
-           f"output_root={out}", *MICRO_WORLD]
+    cmd = [sys.executable, "-m", "replaylab.train", "-m", f"launcher={launcher}", "trainer.lr=1e10,0.001",
+           "trainer.warmup_updates=0", "budget.max_updates=2", "trainer.prompts_per_iteration=4",
+           "budget.max_response_tokens=8", "eval=none", "eval.probe_size=0", "wandb.enabled=false", "progress=false",
+           "trainer.threads=1", f"output_root={out}", *MICRO_WORLD]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 1, proc.stderr[-3000:]
     failed = [line for line in proc.stderr.splitlines() if line.startswith("replaylab: sweep cell #0 (")]
-    assert len(failed) == 1 and "trainer.lr=-1," in failed[0], proc.stderr[-3000:]
-    assert failed[0].endswith("failed (exit code 2 as a single run): invalid config: trainer.lr: must be a positive "
-                              "finite number, got -1.0"), failed[0]
+    assert len(failed) == 1 and "trainer.lr=10000000000.0," in failed[0], proc.stderr[-3000:]
+    assert "failed (exit code 5 as a single run): training diverged: " in failed[0], failed[0]
     done = list((out / "default").glob("*/done.json"))
     assert len(done) == 1, proc.stderr[-3000:]
     assert OmegaConf.load(done[0].parent / "config.yaml").trainer.lr == 0.001
+
+
+def test_a_cell_with_a_config_error_stops_the_sweep_before_any_cell_runs(tmp_path):
+    """Hydra composes a cell only at its turn: a config error in a later cell surfaced after the cells before it
+    had trained (hours, in a real sweep). Every cell is now checked first (cli/sweep_check.py): exit 2 naming
+    the cell and the key, nothing run."""
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "replaylab.train", "-m", "trainer.lr=0.001,-1", "budget.max_updates=1", "eval=none",
+           "eval.probe_size=0", "wandb.enabled=false", "progress=false", f"output_root={out}", *MICRO_WORLD]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == ("replaylab: invalid config: sweep cell trainer.lr=-1 of 2: trainer.lr: "
+                                                    "must be a positive finite number, got -1.0; no cell was run")
+    assert not (out / "default").exists()
