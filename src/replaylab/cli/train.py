@@ -105,7 +105,7 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
         mirror = WandbMirror(path, ident, OmegaConf.to_container(cfg, resolve=True), obj.wandb.entity, obj.wandb.mode)
         rows.mirrors.append(mirror)
     branches = find_branches(cfg, comp.strategy)  # used only if the run has no checkpoint of its own
-    shared = SharedWork.for_run(cfg, versions())
+    shared = SharedWork.for_run(cfg, versions(), comp.eval_fingerprint)
     summary = None
     try:
         summary = Trainer(obj, comp, path, rows, shared).run(branches)

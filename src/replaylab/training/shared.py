@@ -18,7 +18,8 @@ it instead of computing it. Rollouts are stored as sampled, before teacher scori
 the reading run does itself in the same batches, so its ledger counts what a run that sampled them would
 count and its rows are that run's rows, wall-clock fields aside (tests/test_shared.py checks it through
 real runs). A key is the hash of the config that determines the work (the run's config without the
-fields above) plus the code and library versions of the rows (`versions`); an entry is also checked
+fields above) plus the code and library versions of the rows (`versions`), and for the evaluation the
+fingerprint of the benchmarks' problems and golds; an entry is also checked
 against the prompts asked for. Like a resume or a branch, reading trusts the writer to have computed as
 this machine does (threads and device are in the config, the CPU model is not). `share=false` turns it
 off; runs under torchrun never share.
@@ -58,22 +59,24 @@ def work_key(cfg: DictConfig, leave_out: tuple[str, ...]) -> dict:
 class SharedWork:
     """The shared store of one run (`for_run`); None there when the run does not share."""
 
-    def __init__(self, root: Path, cfg: DictConfig, versions: str):
+    def __init__(self, root: Path, cfg: DictConfig, versions: str, eval_fingerprint: str = ""):
         self.root = root
         self.versions = versions
-        self.eval_key = _digest([work_key(cfg, ("strategy", "order")), versions])
+        # the benchmarks' problems and golds too (evaluation.benchmarks_fingerprint): a benchmark file changed
+        # between two runs of a sweep would otherwise hand the later one an evaluation graded on the old golds
+        self.eval_key = _digest([work_key(cfg, ("strategy", "order")), versions, eval_fingerprint])
         self.rollout_key = _digest([work_key(cfg, ("strategy",)), versions])
         self.hits = {"evaluation": 0, "rollouts": 0}  # what this run read instead of computing (logged at the end)
 
     @classmethod
-    def for_run(cls, cfg: DictConfig, versions: str) -> "SharedWork | None":
+    def for_run(cls, cfg: DictConfig, versions: str, eval_fingerprint: str = "") -> "SharedWork | None":
         from replaylab import parallel as D
 
         # ranks would each read and write: like branching, a distributed run does it all itself (an explicit
         # share=true there is a config error, config_checks.check_sibling_work)
         if cfg.get("share") is False or cfg.trainer.distributed != "none" or D.world_size() != 1:
             return None
-        return cls(Path(cfg.output_root) / cfg.experiment / SHARED_DIR, cfg, versions)
+        return cls(Path(cfg.output_root) / cfg.experiment / SHARED_DIR, cfg, versions, eval_fingerprint)
 
     # ------------------------------------------------------------- the update-0 evaluation
     def initial_evaluation(self, compute: Callable[[], list]) -> list:
