@@ -17,6 +17,15 @@ from replaylab.config import ConfigError, to_object
 
 SILENT_BEFORE = [
     # (overrides, key the error must name)
+    # the empirical flag audit (every key perturbed in real runs; helper-27): each ran, identical to its base
+    (["trainer=grpo", "teacher=none", "teacher.name_or_path=Qwen/Qwen3-8B"], "teacher.name_or_path"),
+    (["trainer=grpo", "teacher=none", "teacher.dtype=bfloat16"], "teacher.dtype"),
+    (["eval.data_root=/tmp"], "eval.data_root"),  # tiny suites are generated
+    (["model.revision=abc"], "model.revision"), (["teacher.revision=abc"], "teacher.revision"),
+    (["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.cooldown=2", "strategy.cooldown_jitter=0.0"],
+     "strategy.cooldown_jitter"),
+    # and one that passed the checks, then crashed mid-run: the fast engine samples reopd's pool from the teacher
+    (["strategy=reopd", "teacher.dtype=bfloat16"], "teacher.dtype"),
     (["trainer.checkpoint_every=0", "trainer.keep_checkpoints=3"], "trainer.keep_checkpoints"),  # one checkpoint only
     (["strategy=ropd", "strategy.behaviour_weight_cap=2"], "strategy.behaviour_weight_cap"),  # opd_full_rkl
     (["trainer.is_cap=2", "strategy=initial"], "trainer.is_cap"),  # opd_full_rkl has no ratio
@@ -259,3 +268,9 @@ def test_evaluation_settings_the_evaluation_would_refuse_are_refused_at_composit
     with pytest.raises(ConfigError) as err:
         to_object(compose(overrides))
     assert str(err.value).startswith(key + ":"), str(err.value)
+
+
+def test_distributed_training_in_one_process_is_a_config_error_naming_the_key(run_train):
+    """It raised a ValueError (exit 1, a traceback) once the run directory existed (flag audit)."""
+    with pytest.raises(ConfigError, match=r"^trainer.distributed: ddp needs several processes"):
+        run_train(["trainer.distributed=ddp", "eval=none"])

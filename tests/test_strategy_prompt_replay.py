@@ -166,7 +166,7 @@ def test_with_dynamic_sampling_every_scoring_counts_even_a_dropped_one(run_train
     monkeypatch.setattr(DynamicSamplingMixin, "split_informative", spy_split)
     monkeypatch.setattr(PromptReplay, "observe", spy_observe)
     monkeypatch.setattr(PromptReplay, "plan", spy_plan)
-    summary, _ = run_train(GRPO + ["strategy=prompt_replay", "strategy.cooldown=1", "strategy.cooldown_jitter=0",
+    summary, _ = run_train(GRPO + ["strategy=prompt_replay", "strategy.cooldown=1",
                                    "trainer.dynamic_sampling=true", "trainer.dynamic_sampling_max_rounds=0",
                                    "budget.max_updates=12", "data.size=16", "trainer.samples_per_prompt=2"])
     assert summary["filtered_groups"] > 0  # the filter had groups to drop
@@ -195,7 +195,7 @@ def test_a_refill_never_asks_a_replayed_prompt_twice(run_train, monkeypatch):
         return observe(self, groups, stats, ctx)
 
     monkeypatch.setattr(PromptReplay, "observe", spy_observe)
-    summary, _ = run_train(GRPO + ["strategy=prompt_replay", "strategy.cooldown=1", "strategy.cooldown_jitter=0",
+    summary, _ = run_train(GRPO + ["strategy=prompt_replay", "strategy.cooldown=1",
                                    "trainer.dynamic_sampling=true", "trainer.dynamic_sampling_max_rounds=0",
                                    "budget.max_updates=12", "data.size=16", "trainer.samples_per_prompt=2"])
     assert summary["dynamic_rounds"] > 0  # refills happened
@@ -231,7 +231,7 @@ def test_under_dynamic_sampling_zero_variance_and_advantage_are_of_every_group_s
 
     monkeypatch.setattr(PromptReplay, "observe", spy_observe)
     monkeypatch.setattr(PromptReplay, "observe_filtered", spy_filtered)
-    _, path = run_train(GRPO + ["strategy=prompt_replay", "strategy.cooldown=1", "strategy.cooldown_jitter=0",
+    _, path = run_train(GRPO + ["strategy=prompt_replay", "strategy.cooldown=1",
                                 "trainer.dynamic_sampling=true", "trainer.dynamic_sampling_max_rounds=0",
                                 "budget.max_updates=12", "data.size=16", "trainer.samples_per_prompt=2"])
     rows = load_rows(path)

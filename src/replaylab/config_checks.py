@@ -74,8 +74,23 @@ def check_partners(cfg) -> None:
         check(acts(t) or value == default[key], f"trainer.{key}", f"{value!r} has no effect {why}")
 
 
+LOCAL_MODEL = ("tiny://", "pkg://", "/", "./", "../", "~")  # names transformers loads from disk, where no revision acts
+
+
+def check_revisions(cfg) -> None:
+    for group in ("model", "teacher"):
+        m = getattr(cfg, group)
+        check(m.revision is None or not m.name_or_path.startswith(LOCAL_MODEL), f"{group}.revision",
+              f"{m.revision!r} has no effect on {m.name_or_path!r}, read from disk (a revision pins a hub download)")
+
+
 def check_teacher(cfg) -> None:
     objective, teacher = OBJECTIVES[cfg.trainer.objective], cfg.teacher
+    if teacher.kind == "none":  # no teacher is built: a field set beside it would be read by nothing
+        default = defaults_of(teacher)
+        for key, value in vars(teacher).items():
+            check(key == "kind" or value == default[key], f"teacher.{key}",
+                  f"{value!r} has no effect with teacher.kind=none (teacher=none): no teacher is built")
     if not objective.needs_teacher:
         # the default teacher goes unused quietly; one chosen or tuned for this run would mislead
         if teacher.kind != "none":
@@ -153,12 +168,16 @@ def check_data(cfg) -> None:
     jsonl sets are read from a data root and drawn from no seed."""
     d, e = cfg.data, cfg.eval
     default = defaults_of(d)
+    reads_files = any(n.split("/")[0] not in TINY_SUITES for n in evaluated(e))  # tiny suites are generated
+    check(reads_files or e.data_root == defaults_of(e)["data_root"], "eval.data_root",
+          f"{e.data_root!r} has no effect: no benchmark of this run's evaluation is read from a file (tiny suites are "
+          "generated)")
     if d.name not in GENERATED_DATA:
         check(d.seed == default["seed"], "data.seed", f"{d.seed} has no effect with data.name={d.name} (read from a file); "
               f"only the generated sets {list(GENERATED_DATA)} are drawn from a seed")
         return
     # the evaluation falls back to data.data_root for the benchmarks that are files (tiny suites are generated)
-    read_by_eval = not e.data_root and any(n.split("/")[0] not in TINY_SUITES for n in evaluated(e))
+    read_by_eval = not e.data_root and reads_files
     check(read_by_eval or d.data_root == default["data_root"], "data.data_root",
           f"{d.data_root!r} has no effect: data.name={d.name} is generated, and no benchmark of this run's evaluation "
           "reads a file from it (tiny suites are generated; eval.data_root, when set, takes precedence)")
@@ -288,6 +307,7 @@ def check_run(cfg) -> None:
     check_objective(cfg)
     check_partners(cfg)
     check_teacher(cfg)
+    check_revisions(cfg)
     check_choice(cfg.strategy.name, "strategy.name", sorted(STRATEGIES))
     check_strategy(cfg, STRATEGIES[cfg.strategy.name])
     check_rollout(cfg)

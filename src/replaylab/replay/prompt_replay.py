@@ -74,9 +74,12 @@ class PromptReplay(ReplayStrategy):
         check(replay_slots(P, f) >= 1, "strategy.replay_fraction",
               f"{f} leaves no replay slot at trainer.prompts_per_iteration={P} (floor(P f) = 0): the run would be "
               "current-policy GRPO and every other strategy.* setting would do nothing")
-        check(cfg.strategy.cooldown > 0 or cfg.strategy.cooldown_jitter == defaults_of(cfg.strategy)["cooldown_jitter"],
-              "strategy.cooldown_jitter", f"{cfg.strategy.cooldown_jitter} has no effect with strategy.cooldown=0 "
-              "(a jittered zero is zero)")
+        # the ready step is round(cooldown * U(1 - jitter, 1 + jitter)): it moves only where cooldown * jitter > 0.5
+        cooldown, jitter = cfg.strategy.cooldown, cfg.strategy.cooldown_jitter
+        default = defaults_of(cfg.strategy)["cooldown_jitter"]
+        check(jitter == default or cooldown * max(jitter, default) > 0.5, "strategy.cooldown_jitter",
+              f"{jitter} has no effect with strategy.cooldown={cooldown}: round(cooldown x (1 +- jitter)) is the "
+              "cooldown itself while cooldown x jitter <= 0.5")
 
     def __init__(self, cfg: PromptReplayConfig):
         super().__init__(cfg)

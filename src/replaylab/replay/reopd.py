@@ -48,6 +48,10 @@ class ReOPD(ReplayStrategy):
         super().check_config(cfg)
         check(cfg.strategy.pool != "teacher" or cfg.teacher.kind == "local", "strategy.pool",
               f"pool=teacher samples the prefix pool from the teacher, which needs teacher.kind=local, not {cfg.teacher.kind!r}")
+        # the pool is sampled by an in-process engine over the teacher, and the fast one decodes float32 only
+        check(cfg.strategy.pool != "teacher" or cfg.rollout.engine != "fast" or cfg.teacher.dtype == "float32",
+              "teacher.dtype", f"{cfg.teacher.dtype}: strategy.pool=teacher samples the pool from the teacher with "
+              "rollout.engine=fast, which decodes float32 models only; use teacher.dtype=float32 or rollout=hf")
 
     def __init__(self, cfg: ReOPDConfig):
         super().__init__(cfg)

@@ -161,9 +161,9 @@ def build_components(cfg: Config) -> Components:
     if not (cfg.progress and on_terminal()):
         quiet_library_bars()
     info = D.init_from_env(cfg.trainer.device)
-    if cfg.trainer.distributed != "none" and info.world_size == 1:
-        raise ValueError(f"trainer.distributed={cfg.trainer.distributed} needs several processes: launch with "
-                         "torchrun --nproc_per_node=N -m replaylab.train ... (or launcher=slurm with tasks_per_node=N)")
+    check(cfg.trainer.distributed == "none" or info.world_size > 1, "trainer.distributed",
+          f"{cfg.trainer.distributed} needs several processes: launch with torchrun --nproc_per_node=N -m "
+          "replaylab.train ... (or launcher=slurm with tasks_per_node=N)")
     t = cfg.trainer
     chunks = -(-t.prompts_per_iteration // prompts_per_chunk(cfg.rollout.micro_batch, t.samples_per_prompt))
     check(chunks >= info.world_size, "rollout.micro_batch",
