@@ -5,7 +5,8 @@ in the same order (replaylab's rendered tiny_arith prompts walked in its data or
 texts, unshuffled, and the script checks TRL tokenizes them to the same ids), 8 prompts x 8 samples,
 at most 48 new tokens, temperature 0.7 (top-p 1, top-k off), AdamW lr 1e-4 constant (no warm-up),
 betas 0.9/0.98, eps 1e-8, no weight decay, gradient-norm clip 1.0, no KL (TRL beta=0, no reference
-model), DAPO token-mean loss (TRL loss_type="dapo"), clip 0.2 / 0.28 (TRL epsilon / epsilon_high),
+model), DAPO token-mean loss (TRL loss_type="dapo"), clip 0.2 / 0.2 (TRL epsilon / epsilon_high; inert
+at one step per batch, where every ratio is 1),
 z-scored group advantages (TRL scale_rewards="group"), one optimizer step per generation batch
 (TRL num_iterations=1, steps_per_generation=1), binary reward from replaylab's grader on the decoded
 response (special tokens skipped, as replaylab grades). replaylab uses its configured rollout

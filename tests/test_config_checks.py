@@ -18,6 +18,10 @@ from replaylab.config import ConfigError, to_object
 SILENT_BEFORE = [
     # (overrides, key the error must name)
     # the empirical flag audit (every key perturbed in real runs; helper-27): each ran, identical to its base
+    (["trainer=grpo", "teacher=none", "trainer.clip_high=0.28"], "trainer.clip_high"),  # one update: every ratio 1
+    (["trainer=grpo", "teacher=none", "trainer.clip_low=0.1", "strategy=rlep"], "trainer.clip_low"),
+    (["trainer=grpo", "teacher=none", "trainer.dual_clip=10", "strategy=prompt_replay"], "trainer.dual_clip"),
+    (["trainer=opd_sampled", "strategy=initial", "trainer.clip_high=0.28"], "trainer.clip_high"),
     (["trainer=grpo", "teacher=none", "teacher.name_or_path=Qwen/Qwen3-8B"], "teacher.name_or_path"),
     (["trainer=grpo", "teacher=none", "teacher.dtype=bfloat16"], "teacher.dtype"),
     (["eval.data_root=/tmp"], "eval.data_root"),  # tiny suites are generated
@@ -157,14 +161,21 @@ def test_setting_without_effect_is_a_config_error(overrides, key):
 
 @pytest.mark.parametrize("overrides", [
     ["strategy=ropd"], ["strategy=ropd", "strategy.statistic=sketch", "trainer.sketch_dim=32"],
-    ["trainer=opd_sampled", "strategy=ropd", "strategy.behaviour_weight_cap=2", "trainer.clip_high=0.28"],
+    # the clip acts with several updates per iteration, vLLM rollouts, or a ratio to stored behaviour log-probs
+    ["trainer=opd_sampled", "strategy=ropd", "strategy.behaviour_weight_cap=2", "trainer.clip_high=0.28",
+     "trainer.minibatches=2", "budget.max_updates=1000"],
+    ["trainer=grpo", "teacher=none", "trainer.clip_high=0.28", "rollout=vllm"],
+    ["trainer=grpo", "teacher=none", "trainer.clip_high=0.28", "trainer.resample_period=2"],
+    ["trainer=grpo", "teacher=none", "trainer.clip_high=0.28", "strategy=repo"],
+    ["trainer=grpo", "teacher=none", "trainer.clip_high=0.28", "strategy=fifo_behaviour"],
     ["trainer=opd_sampled", "strategy=initial", "trainer.is_cap=2"],
     ["trainer=grpo", "teacher=none", "strategy=fifo", "trainer.is_cap=2"],  # its replays take the trainer's cap
     ["trainer=grpo", "teacher=none", "strategy=prompt_replay", "strategy.replay_fraction=0.25"],
     ["trainer=grpo", "teacher=none", "strategy=repo_max_variance", "strategy.max_variance_exhaustive=100"],
     ["strategy=fixed_schedule", "budget.max_updates=60"],
     ["strategy=recent", "trainer.minibatches=4", "budget.max_updates=60"],
-    ["trainer=grpo", "teacher=none", "trainer.aggregation=dr_grpo", "trainer.kl_coef=0.01", "trainer.dual_clip=10"],
+    ["trainer=grpo", "teacher=none", "trainer.aggregation=dr_grpo", "trainer.kl_coef=0.01", "trainer.dual_clip=10",
+     "trainer.minibatches=2"],
     ["eval.temperature=0.6", "eval.samples=4", "eval.top_p=0.95"],
     ["eval.sampled_k=4", "eval.sampled_temperature=0.7"],
     ["trainer.warmup_updates=20", "strategy=ropd"],  # burn-in follows the warm-up

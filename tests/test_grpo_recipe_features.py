@@ -257,3 +257,20 @@ def test_a_run_with_every_recipe_feature_resumes_exactly(run_train, monkeypatch,
         "strategy=prompt_replay", "strategy.cooldown=1", "trainer.dynamic_sampling=true", "trainer.mask_truncated=true",
         "trainer.advantage=center", "trainer.overlong_cache=4", "budget.max_response_tokens=16",
         "trainer.lr_schedule=cosine", "trainer.warmup_updates=0", "trainer.warmup_fraction=0.2"])
+
+
+def test_the_clip_binds_only_where_a_ratio_can_leave_one(run_train, monkeypatch):
+    """Why config_checks.check_clip refuses a clip with one update per iteration: there every PPO ratio is to the
+    policy being updated, 1 up to float error, so no token is clipped; with two minibatches the second update's
+    ratios leave 1 (the first changed the policy) and the clip binds. Real GRPO runs at a large lr."""
+    token_rewards(monkeypatch, 2)  # groups with reward variance: the loss runs
+    common = [*GRPO_RUN, "trainer.lr=3e-3", "trainer.warmup_updates=0", "budget.max_updates=4"]
+
+    def train_metric(run, metric):
+        return [r["value"] for r in load_rows(run) if r["split"] == "train" and r["metric"] == metric]
+
+    _, one = run_train(common)
+    assert max(train_metric(one, "ratio_max")) < 1 + 1e-4 and min(train_metric(one, "ratio_min")) > 1 - 1e-4
+    assert set(train_metric(one, "clip_frac")) == {0.0}
+    _, two = run_train([*common, "trainer.minibatches=2", "trainer.clip_low=0.001", "trainer.clip_high=0.001"])
+    assert max(train_metric(two, "clip_frac")) > 0

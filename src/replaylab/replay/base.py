@@ -142,6 +142,13 @@ class ReplayStrategy:
     prefix_state: ClassVar[bool] = False
 
     @classmethod
+    def ratio_at_behaviour(cls, strategy_cfg: Any) -> bool:
+        """Whether it takes replayed samples' PPO ratio against their stored behaviour log-probs
+        (`OffPolicy.ratio_base='behaviour'`): that ratio leaves 1 even in an iteration's only update, so the
+        trainer's clip can bind (config_checks.check_clip); a ratio to the proximal policy cannot there."""
+        return False
+
+    @classmethod
     def check_config(cls, cfg: Any) -> None:
         """Cross-checks against the whole run config (a `config.Config`), before any model loads;
         a failure raises ConfigError naming the key. Subclasses extend it (call super())."""

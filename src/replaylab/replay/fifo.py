@@ -60,6 +60,10 @@ class FIFO(ReplayStrategy):
     name = "fifo"
     Config = FIFOConfig
 
+    @classmethod
+    def ratio_at_behaviour(cls, strategy_cfg) -> bool:
+        return strategy_cfg.ratio_base == "behaviour"
+
     def __init__(self, cfg: FIFOConfig):
         super().__init__(cfg)
         self.buffer: list[Stored] = []  # oldest first

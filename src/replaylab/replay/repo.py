@@ -111,6 +111,10 @@ class RePO(ReplayStrategy):
     trainers = ("grpo",)
     takes_trainer_cap = False  # its replayed rows carry their own ratio treatment
 
+    @classmethod
+    def ratio_at_behaviour(cls, strategy_cfg) -> bool:
+        return True  # replayed rows: the ratio to their stored behaviour log-probs (the paper's off-policy term)
+
     def __init__(self, cfg: RePOConfig):
         super().__init__(cfg)
         self.buffer = PromptBuffer(max_per_prompt=cfg.max_cache_size)
