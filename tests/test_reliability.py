@@ -43,8 +43,12 @@ def test_second_process_on_a_run_directory_is_refused(tmp_path):
     cmd = train_cmd(root, ["budget.max_updates=30", "trainer.checkpoint_every=10"])
     first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for(lambda: list(root.glob("default/*/lock.holder.json")))
+    first.send_signal(signal.SIGSTOP)  # the holder is alive but cannot finish meanwhile (on a loaded machine it did)
     t0 = time.time()
-    second = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        second = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    finally:
+        first.send_signal(signal.SIGCONT)
     refused_in = time.time() - t0
     assert first.wait(timeout=600) == 0, first.stderr.read()[-2000:]
     run = only_run(root)

@@ -16,8 +16,9 @@ unique sample ids. The choices that make that true:
 * Determinism: each sequence is its own request (prompts x n, with prefix caching making the
   repeats cheap) with its own seed derived from (seed, index), so results do not depend on how vLLM
   batches requests, and equal seeds give equal samples.
-* Truncation: no EOS in the response (not `finish_reason == "length"`, which an EOS drawn as the budget's
-  last token also gives); the EOS token, when generated, is part of the response.
+* Truncation: as HFGenerator, a row requested at full length (`ignore_eos`), or one without an EOS (not
+  `finish_reason == "length"`, which an EOS drawn as the budget's last token also gives); the EOS token,
+  when generated, is part of the response.
   Generation stops at the tokenizer's EOS only (`ignore_eos` + `stop_token_ids=[eos]`), as
   HFGenerator's `generate(eos_token_id=tok.eos_token_id)` does.
 * Weights: the engine lives in this process ("colocated": `distributed_executor_backend=
@@ -190,10 +191,11 @@ class VLLMGenerator:
             for i in range(len(flat))
         ]
         outputs = self.llm.generate(requests, sampling, use_tqdm=False)
-        samples = [self._sample(p, out.outputs[0], source, seed, i) for i, (p, out) in enumerate(zip(flat, outputs))]
+        samples = [self._sample(p, out.outputs[0], source, seed, i, params.ignore_eos)
+                   for i, (p, out) in enumerate(zip(flat, outputs))]
         return [samples[i * params.n : (i + 1) * params.n] for i in range(len(prompts))]
 
-    def _sample(self, prompt: Prompt, completion, source: Source, seed: int, index: int) -> Sample:
+    def _sample(self, prompt: Prompt, completion, source: Source, seed: int, index: int, ignore_eos: bool) -> Sample:
         ids = list(completion.token_ids)
         if completion.logprobs is None or len(completion.logprobs) != len(ids):
             raise RuntimeError(f"vLLM returned {0 if completion.logprobs is None else len(completion.logprobs)} "
@@ -206,8 +208,8 @@ class VLLMGenerator:
             behaviour_logprobs=torch.tensor(logps, dtype=torch.float32),
             policy_version=self.policy_version,
             source=source,
-            # no EOS, as HFGenerator decides: vLLM checks the length cap before the stop tokens, so an EOS drawn as
-            # the budget's last token finishes "length" though the response is complete
-            truncated=self.eos_id not in ids,
+            # as HFGenerator decides: a full-length row when EOS is an ordinary token, else no EOS (vLLM checks the
+            # length cap before the stop tokens, so an EOS drawn as the budget's last token finishes "length")
+            truncated=ignore_eos or self.eos_id not in ids,
             sample_id=f"{source}-v{self.policy_version}-s{seed}-{index}",
         )
