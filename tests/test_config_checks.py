@@ -165,6 +165,7 @@ def test_setting_without_effect_is_a_config_error(overrides, key):
     ["trainer=opd_sampled", "strategy=ropd", "strategy.behaviour_weight_cap=2", "trainer.clip_high=0.28",
      "trainer.minibatches=2", "budget.max_updates=1000"],
     ["trainer=grpo", "teacher=none", "trainer.clip_high=0.28", "rollout=vllm"],
+    ["trainer=grpo", "teacher=none", "trainer.clip_high=0.28", "rollout=hf", "model.dtype=bfloat16"],
     ["trainer=grpo", "teacher=none", "trainer.clip_high=0.28", "trainer.resample_period=2"],
     ["trainer=grpo", "teacher=none", "trainer.clip_high=0.28", "strategy=repo"],
     ["trainer=grpo", "teacher=none", "trainer.clip_high=0.28", "strategy=fifo_behaviour"],

@@ -63,12 +63,13 @@ def check_clip(cfg) -> None:
     """The PPO clip binds only where a ratio can leave 1. With one update per iteration every ratio is to the
     policy that is updating (fresh samples: their behaviour log-probs, which the in-process engines compute as
     the trainer does; replayed ones: the iteration's proximal policy), so the clip and dual clip do nothing;
-    they act with several updates per iteration (trainer.minibatches x resample_period), with vLLM rollouts
-    (another engine's behaviour log-probs), or under a strategy that anchors replayed samples' ratio at their
+    they act with several updates per iteration (trainer.minibatches x resample_period), where behaviour
+    log-probs come from other numerics than the trainer's (vLLM rollouts, or a policy below float32: cached bf16
+    decoding drifts from the full forward), or under a strategy that anchors replayed samples' ratio at their
     stored behaviour log-probs (RePO; fifo/fopd with ratio_base=behaviour). Measured by the flag audit: with
     one update per iteration ratio_max <= 1.000016 and clip_frac 0, and the weights identical."""
     t = cfg.trainer
-    if (t.updates_per_iteration > 1 or cfg.rollout.engine == "vllm"
+    if (t.updates_per_iteration > 1 or cfg.rollout.engine == "vllm" or cfg.model.dtype != "float32"
             or STRATEGIES[cfg.strategy.name].ratio_at_behaviour(cfg.strategy)):
         return
     default = defaults_of(t)
@@ -76,9 +77,9 @@ def check_clip(cfg) -> None:
         value = getattr(t, key)
         check(key not in OBJECTIVES[t.objective].reads or value == default[key], f"trainer.{key}",
               f"{value!r} has no effect with one update per iteration (trainer.minibatches x resample_period = 1) "
-              f"and rollout.engine={cfg.rollout.engine}: every PPO ratio is 1 there, so the clip never binds; it acts "
-              "with several updates per iteration, vLLM rollouts, or replay whose ratio is to stored behaviour "
-              "log-probs (repo, ratio_base=behaviour)")
+              f"with a float32 policy on rollout.engine={cfg.rollout.engine}: every PPO ratio is 1 there, so the clip "
+              "never binds; it acts with several updates per iteration, vLLM rollouts or a bf16/fp16 policy, or "
+              "replay whose ratio is to stored behaviour log-probs (repo, ratio_base=behaviour)")
 
 
 def check_partners(cfg) -> None:
