@@ -114,3 +114,16 @@ def matmul_kernel(request):
         pytest.skip("this torch build has no oneDNN linear kernel")
     kernels.use(request.param)
     return request.param
+
+
+def one_gold_changed(get_benchmark):
+    """`get_benchmark` with the first gold of tiny8/add2 changed: a benchmark file edited between two runs."""
+    import dataclasses
+
+    def changed(name, data_root=None):
+        bench = get_benchmark(name, data_root)
+        if name != "tiny8/add2":
+            return bench
+        return dataclasses.replace(bench, items=(dataclasses.replace(bench.items[0], answer="-1"), *bench.items[1:]))
+
+    return changed

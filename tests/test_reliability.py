@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import MICRO_WORLD, load_rows
+from conftest import MICRO_WORLD, load_rows, one_gold_changed
 from test_resume import comparable, only_run, train_cmd
 
 from replaylab.training.trainer import TrainingDiverged
@@ -135,51 +135,42 @@ def test_rows_past_checkpoints_that_are_gone_are_refused_not_truncated(run_train
     assert comparable(load_rows(path)) == comparable(full)
 
 
+def _refused_then_resumed(run_train, monkeypatch, patch, match: str) -> None:
+    """An interrupted run resumed with `patch(monkeypatch)` applied (other data than its checkpoint's) stops with
+    StreamChanged matching `match`, naming the checkpoint, its rows untouched; without it, it resumes exactly."""
+    from replaylab.tasks.stream import StreamChanged
+
+    overrides, path, full = _interrupted_run(run_train)
+    before = (path / "rows.jsonl").read_text()
+    with monkeypatch.context() as changed:
+        patch(changed)
+        with pytest.raises(StreamChanged, match=match):
+            run_train(overrides)
+    assert (path / "rows.jsonl").read_text() == before and not (path / "done.json").exists()
+    run_train(overrides)  # the same data: the resume goes on, exact
+    assert comparable(load_rows(path)) == comparable(full)
+
+
 def test_a_resume_over_other_training_prompts_is_refused_naming_the_checkpoint(run_train, monkeypatch):
     """The stream position a checkpoint holds indexes one list of prompts in one order: a resume that builds
     another one (a data file or the data root changed, or the order code) must not continue over it. The
     checkpoint's stream fingerprint is compared; the run stops naming the checkpoint, its rows untouched."""
-    from replaylab.tasks.stream import StreamChanged
     from replaylab.training import build
 
-    overrides, path, full = _interrupted_run(run_train)
-    before = (path / "rows.jsonl").read_text()
-    monkeypatch.setattr(build, "data_order", lambda n, index: list(reversed(range(n))))
-    with pytest.raises(StreamChanged, match=r"its checkpoint at update 4 was written over other training prompts"):
-        run_train(overrides)
-    assert (path / "rows.jsonl").read_text() == before and not (path / "done.json").exists()
-    monkeypatch.undo()
-    run_train(overrides)  # the same data: the resume goes on, exact
-    assert comparable(load_rows(path)) == comparable(full)
+    _refused_then_resumed(run_train, monkeypatch,
+                          lambda m: m.setattr(build, "data_order", lambda n, index: list(reversed(range(n)))),
+                          r"its checkpoint at update 4 was written over other training prompts")
 
 
 def test_a_resume_over_other_benchmark_golds_is_refused_naming_the_checkpoint(run_train, monkeypatch):
     """A checkpoint's evaluations were graded on its benchmarks' golds: a resume after a gold changed would go on
     with the same curve graded on others (updates 0-4 on the old golds, 6 on the new). The checkpoint records what
     the evaluation scores; the run stops naming the checkpoint, its rows untouched (bad-input audit, F5)."""
-    import dataclasses
-
     from replaylab.evaluation import benchmarks
-    from replaylab.tasks.stream import StreamChanged
 
-    overrides, path, full = _interrupted_run(run_train)
-    before = (path / "rows.jsonl").read_text()
-    real = benchmarks.get_benchmark
-
-    def one_gold_changed(name, data_root=None):
-        bench = real(name, data_root)
-        if name != "tiny8/add2":
-            return bench
-        items = (dataclasses.replace(bench.items[0], answer="-1"), *bench.items[1:])
-        return dataclasses.replace(bench, items=items)
-
-    monkeypatch.setattr(benchmarks, "get_benchmark", one_gold_changed)
-    with pytest.raises(StreamChanged, match=r"its checkpoint at update 4 was evaluated on other benchmark problems or golds"):
-        run_train(overrides)
-    assert (path / "rows.jsonl").read_text() == before and not (path / "done.json").exists()
-    monkeypatch.undo()
-    run_train(overrides)  # the same benchmarks: the resume goes on, exact
-    assert comparable(load_rows(path)) == comparable(full)
+    _refused_then_resumed(run_train, monkeypatch,
+                          lambda m: m.setattr(benchmarks, "get_benchmark", one_gold_changed(benchmarks.get_benchmark)),
+                          r"its checkpoint at update 4 was evaluated on other benchmark problems or golds")
 
 
 def test_a_garbled_done_marker_is_named_by_train_and_show(tmp_path):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import comparable, load_rows
+from conftest import comparable, load_rows, one_gold_changed
 from replaylab.training import shared as shared_module
 
 # 2 current-policy updates, then 2 of initial-policy replay: iterations 2 and 3 sample the initial policy
@@ -58,21 +58,12 @@ def test_the_evaluation_is_shared_across_data_orders_and_nothing_across_budgets(
 def test_an_evaluation_of_other_benchmark_golds_is_not_read(run_train, stores, monkeypatch):
     """The evaluation's key holds the benchmarks' problems and golds: a benchmark file changed between two runs
     of a sweep handed the later one the update-0 evaluation graded on the old golds."""
-    import dataclasses
-
     from replaylab.evaluation import benchmarks
 
     common = ["eval.at_start=true", "budget.max_updates=1"]
     run_train(["strategy=current", "order=0", *common])
-    real = benchmarks.get_benchmark
-
-    def one_gold_changed(name, data_root=None):
-        bench = real(name, data_root)
-        return bench if name != "tiny8/add2" else dataclasses.replace(
-            bench, items=(dataclasses.replace(bench.items[0], answer="-1"), *bench.items[1:]))
-
     with monkeypatch.context() as patch:
-        patch.setattr(benchmarks, "get_benchmark", one_gold_changed)
+        patch.setattr(benchmarks, "get_benchmark", one_gold_changed(benchmarks.get_benchmark))
         run_train(["strategy=current", "order=1", *common])
     run_train(["strategy=current", "order=2", *common])
     assert [s.hits["evaluation"] for s in stores] == [0, 0, 1]

@@ -194,7 +194,8 @@ def _config_identity(run_dir: Path) -> dict[str, Any]:
         except (yaml.YAMLError, UnicodeDecodeError) as e:
             mark = getattr(e, "problem_mark", None)  # a parser's or scanner's error knows its line
             where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-            why = " ".join(filter(None, (getattr(e, "context", None), getattr(e, "problem", None)))) or " ".join(str(e).split())
+            why = (" ".join(filter(None, (getattr(e, "context", None), getattr(e, "problem", None))))
+                   or " ".join(str(e).split()))
             raise BadRunDirectory(f"{where}: not readable YAML ({why}); it is the config of a run that "
                                   "logged no rows, read to name it in the tables: repair it or move the run out") from e
         if not isinstance(config, dict):

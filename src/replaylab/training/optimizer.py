@@ -7,9 +7,8 @@ AdamW on bf16 parameters rounds almost every update back to the old weight (meas
 would look alike. `MasterWeightAdamW` keeps a float32 copy of each such parameter in the optimizer
 state (`master`), steps it (moments in float32 too), and rounds the result into the parameter, as
 mixed-precision training does; float32 parameters step exactly as `torch.optim.AdamW` (the tiny world's
-runs are unchanged). The master
-copies and moments are optimizer state, so plain and sharded (DCP) checkpoints carry them and a
-resume continues from the same float32 values.
+runs are unchanged). The master copies and moments are optimizer state, so plain and sharded (DCP)
+checkpoints carry them and a resume continues from the same float32 values.
 """
 
 from __future__ import annotations
@@ -76,9 +75,9 @@ class MasterWeightAdamW(torch.optim.AdamW):
             p = params[key]
             if p.dtype == torch.float32:
                 continue
-            for key, value in saved.items():
-                if key != "step" and torch.is_tensor(value) and value.dtype == torch.float32:
-                    self.state[p][key] = value.to(device=self.state[p][key].device)
+            for name, value in saved.items():
+                if name != "step" and torch.is_tensor(value) and value.dtype == torch.float32:
+                    self.state[p][name] = value.to(device=self.state[p][name].device)
 
 
 def build_optimizer(params: list[torch.nn.Parameter], trainer_cfg) -> torch.optim.Optimizer:

@@ -179,8 +179,9 @@ def check_own_state(state, run_dir: Path, target: Path, weights: bool) -> None:
     with a KeyError."""
     from replaylab.storage import CorruptCheckpoint
 
-    missing = sorted(STATE_KEYS - set(state) | ({"policy", "optimizer"} - set(state) if weights else set())) \
-        if isinstance(state, dict) else ["(not a dict)"]
+    if not isinstance(state, dict):
+        raise CorruptCheckpoint(f"{target} is not a trainer checkpoint (a {type(state).__name__}, not a state mapping)")
+    missing = sorted((STATE_KEYS | ({"policy", "optimizer"} if weights else set())) - set(state))
     if missing:
         raise CorruptCheckpoint(f"{target} is not a trainer checkpoint (no {', '.join(missing)})")
     if state.get("run", run_dir.name) != run_dir.name:  # checkpoints from before the field have none

@@ -25,7 +25,8 @@ from replaylab.storage import CorruptCheckpoint
 from replaylab.tasks.stream import StreamChanged
 from replaylab.training.branch import Branch, branch_state
 from replaylab.training.budget import Ledger, budgets_reached, ended_by
-from replaylab.training.components import Components, TrainingDiverged, derived_seed  # noqa: F401  (TrainingDiverged: re-exported, callers catch it from here)
+from replaylab.training.components import Components, derived_seed
+from replaylab.training.components import TrainingDiverged  # noqa: F401  (re-exported: callers catch it from here)
 from replaylab.training.compute import ComputeModel, non_embedding_params
 from replaylab.training.dynamic_sampling import DynamicSamplingMixin
 from replaylab.training.grad_stats import CountSketch
