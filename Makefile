@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 # The CPU build on disk here; on a GPU machine use e.g. TORCH_SPEC='torch==2.14.0' (what vllm pins).
 TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev
+# test worker processes (pytest-xdist); each test's own runs use one torch thread, so one per core
+TEST_JOBS ?= 2
 TRAIN := $(PY) -m replaylab.train
 SWEEP := $(TRAIN) -m
 
@@ -38,8 +40,8 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.install-spec
 run: install  ## the main job: OPD on the tiny world (builds the tiny world on first use); ARGS: overrides
 	$(TRAIN) $(ARGS)
 
-test: install  ## ARGS: pytest arguments, e.g. ARGS='tests/test_paired.py -x'
-	$(PY) -m pytest -q $(ARGS)
+test: install  ## ARGS: pytest arguments, e.g. ARGS='tests/test_paired.py -x'; TEST_JOBS: worker processes (pytest-xdist)
+	$(PY) -m pytest -q -n $(TEST_JOBS) $(ARGS)
 
 tiny: install  ## build (or find in the cache) the tiny world and print its tiny8 accuracy
 	$(VENV)/bin/replaylab tiny
