@@ -221,7 +221,10 @@ def test_sigkill_right_after_the_rows_rewrite_loses_nothing(tmp_path):
 def test_corrupt_or_missing_latest_falls_back_to_the_newest_valid_checkpoint(run_train, caplog):
     overrides, path, full = _interrupted_run(run_train)
     (path / "checkpoints" / "update_0000004.pt").write_bytes(b"PK\x03\x04 torn")
+    caplog.clear()
+    caplog.set_level("INFO", logger="replaylab")
     run_train(overrides)
+    assert "training from the start" not in caplog.text  # the branch search logged it before every resume
     assert "update_0000004.pt: unreadable checkpoint" in caplog.text and "resuming from" in caplog.text
     assert comparable(load_rows(path)) == comparable(full)
 

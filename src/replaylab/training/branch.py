@@ -125,9 +125,10 @@ def find_branches(cfg: DictConfig, strategy) -> list[Branch]:
     measured = type(strategy).measured_prefix()
     if measured:  # the prefix ends where the strategy's own reading of the donor's gradients says
         prefix = WHOLE_RUN
+    own = run_dir(cfg) / "checkpoints"
     if (cfg.get("branch") is False or prefix <= 0 or (type(strategy).prefix_state and not measured)
-            or cfg.trainer.distributed != "none" or D.world_size() != 1):
-        return []
+            or cfg.trainer.distributed != "none" or D.world_size() != 1 or any(own.glob("update_*"))):
+        return []  # (a run with checkpoints of its own resumes from them: no search, and no "from the start" line)
     options = []
     for sib in siblings(Path(cfg.output_root) / cfg.experiment, sibling_key(cfg), run_dir(cfg)):
         found = donor_checkpoints(sib.run, min(prefix, sib.prefix))
