@@ -90,7 +90,8 @@ def check_partners(cfg) -> None:
         check(acts(t) or value == default[key], f"trainer.{key}", f"{value!r} has no effect {why}")
 
 
-LOCAL_MODEL = ("tiny://", "pkg://", "/", "./", "../", "~")  # names transformers loads from disk, where no revision acts
+DISK_PATH = ("/", "./", "../", "~")  # a model name that reads as a path on this machine
+LOCAL_MODEL = ("tiny://", "pkg://", *DISK_PATH)  # names transformers loads from disk, where no revision acts
 
 
 def check_revisions(cfg) -> None:

@@ -172,9 +172,12 @@ def ensure_tiny_world(cfg: TinyWorldConfig | None = None, progress: bool = True)
     return final
 
 
+TINY_MODELS = ("tiny://student", "tiny://teacher")  # the models a tiny world builds
+
+
 def resolve_tiny(name_or_path: str, cfg: TinyWorldConfig | None = None, progress: bool = True) -> str:
     """`tiny://teacher` or `tiny://student` -> the local directory of that model."""
     role = name_or_path.removeprefix("tiny://")
-    if role not in ("teacher", "student"):
+    if name_or_path not in TINY_MODELS:
         raise ValueError(f"unknown tiny model {name_or_path!r}; allowed: tiny://teacher, tiny://student")
     return str(ensure_tiny_world(cfg, progress=progress) / role)

@@ -9,9 +9,11 @@ from pathlib import Path
 import torch
 
 from replaylab.config import Config
+from replaylab.config_checks import DISK_PATH
 from replaylab.config_fields import check
 from replaylab.models import kernels, lean
 from replaylab.models.loading import load_causal_lm, load_tokenizer, resolve_path
+from replaylab.models.tiny_world import TINY_MODELS
 from replaylab.objectives import Objective, build_objective
 from replaylab.replay.base import PromptStream, build_strategy
 from replaylab.results.aggregation import SAMPLED_PREFIX
@@ -35,9 +37,9 @@ def pick_device(name: str) -> torch.device:
 def model_path(name_or_path: str, key: str, cfg: Config) -> str:
     """`resolve_path`, with a name that cannot load named by its key (a config error, exit 2): an unknown tiny
     model, or a local path (/, ./, ../, ~) that does not exist, which transformers reports as an OSError."""
-    check(not name_or_path.startswith("tiny://") or name_or_path in ("tiny://student", "tiny://teacher"), key,
-          f"unknown tiny model {name_or_path!r}; allowed: tiny://student, tiny://teacher")
-    check(not name_or_path.startswith(("/", "./", "../", "~")) or Path(name_or_path).expanduser().exists(), key,
+    check(not name_or_path.startswith("tiny://") or name_or_path in TINY_MODELS, key,
+          f"unknown tiny model {name_or_path!r}; allowed: {', '.join(TINY_MODELS)}")
+    check(not name_or_path.startswith(DISK_PATH) or Path(name_or_path).expanduser().exists(), key,
           f"{name_or_path!r} does not exist (a local model directory; or give a hub id)")
     return resolve_path(name_or_path, cfg.tiny, progress=cfg.progress and on_terminal())
 
