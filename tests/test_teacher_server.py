@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -73,8 +74,8 @@ def samples(tok):
 class FakeVLLM:
     """A threaded HTTP server that speaks vLLM's /v1/completions with prompt_logprobs."""
 
-    def __init__(self, model: torch.nn.Module, served_name: str = "teacher"):
-        self.model, self.served_name = model, served_name
+    def __init__(self, model: torch.nn.Module, served_name: str = "teacher", tokenizer=None):
+        self.model, self.served_name, self.tokenizer = model, served_name, tokenizer
         self.bodies: list[dict] = []
         fake = self
 
@@ -99,6 +100,11 @@ class FakeVLLM:
         self.thread.start()
 
     def answer(self, path: str, body: dict) -> tuple[int, dict]:
+        if path == "/tokenize" and self.tokenizer is not None:  # vLLM serves it beside /v1, not under it
+            if body.get("model") != self.served_name:
+                return 404, {"object": "error", "message": f"The model `{body.get('model')}` does not exist."}
+            ids = self.tokenizer.encode(body["prompt"], add_special_tokens=body.get("add_special_tokens", True))
+            return 200, {"count": len(ids), "max_model_len": 512, "tokens": ids, "token_strs": None}
         if path != "/v1/completions":
             return 404, {"object": "error", "message": f"no route {path}"}
         if body.get("model") != self.served_name:
@@ -124,8 +130,8 @@ class FakeVLLM:
 
 
 @pytest.fixture
-def fake(teacher):
-    server = FakeVLLM(teacher)
+def fake(teacher, tok):
+    server = FakeVLLM(teacher, tokenizer=tok)
     yield server
     server.close()
 
@@ -174,19 +180,92 @@ def test_clear_errors(samples, fake):
     assert ServerTeacher("http://h:8000/", "m").base_url == "http://h:8000/v1"
 
 
-def test_build_refuses_full_rkl_with_a_server_teacher():
+def server_config(url: str, *extra: str):
+    from conftest import compose
+    from replaylab.config import to_object
+
+    return to_object(compose(["trainer=opd_sampled", "teacher.kind=server", f"teacher.server_url={url}",
+                              "teacher.name_or_path=teacher", *extra]))
+
+
+def test_build_refuses_full_rkl_with_a_server_teacher(tok, fake):
     # The refusal happens when the config is checked, before any model loads (config_checks.check_teacher).
     from conftest import compose
     from replaylab.config import ConfigError, to_object
     from replaylab.objectives import build_objective
     from replaylab.training.build import build_teacher
 
-    server = ["teacher.kind=server", "teacher.server_url=http://127.0.0.1:1/v1", "teacher.name_or_path=t"]
+    server = ["teacher.kind=server", f"teacher.server_url={fake.url}", "teacher.name_or_path=teacher"]
     with pytest.raises(ConfigError, match="opd_sampled"):
         to_object(compose(server))
-    cfg = to_object(compose(["trainer=opd_sampled", *server]))
+    cfg = server_config(fake.url)
     objective = build_objective(cfg.trainer, cfg.budget.max_response_tokens, cfg.rollout.temperature)
-    assert isinstance(build_teacher(cfg, objective, torch.device("cpu"), None), ServerTeacher)
+    assert isinstance(build_teacher(cfg, objective, torch.device("cpu"), tok), ServerTeacher)
+    # Built only after the server tokenized a probe into the student's ids, special tokens as written.
+    (probe,) = fake.bodies
+    assert probe["add_special_tokens"] is False and "<|im_end|>" in probe["prompt"] and "\\boxed" in probe["prompt"]
+
+
+def other_tokenizer(order: str, unsplit: tuple[str, ...]):
+    """The tiny world's vocabulary under another model's tokenizer: characters in `order` ("reversed":
+    other ids), and only the markers in `unsplit` kept whole; the others split into characters, as a
+    base model's tokenizer splits chat markers it does not know."""
+    import string
+
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from replaylab.models.tiny_tokenizer import SPECIAL_TOKENS
+
+    chars = [c for c in string.printable if c not in "\t\r\x0b\x0c"]
+    chars = chars[::-1] if order == "reversed" else chars
+    inner = Tokenizer(models.WordLevel(vocab={t: i for i, t in enumerate(SPECIAL_TOKENS + chars)}, unk_token="<unk>"))
+    inner.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    inner.decoder = decoders.Fuse()
+    inner.add_special_tokens(["<pad>", "<unk>", *unsplit])
+    return PreTrainedTokenizerFast(tokenizer_object=inner, pad_token="<pad>", unk_token="<unk>")
+
+
+ALL_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
+
+
+@pytest.mark.parametrize("order,unsplit,where", [
+    ("reversed", ALL_MARKERS, "token 1, around '<|im_start|>user"),  # another vocabulary
+    ("same", ("<|endoftext|>",), "token 0"),  # a base model's tokenizer: no chat markers
+    ("same", ALL_MARKERS[:2], "token 171, around '<pad> <|im_start|> <|endoftext|>' (server id 84, student id 4)"),  # one marker missing, at the end
+])
+def test_a_server_with_another_tokenizer_is_refused_before_training(tok, teacher, samples, order, unsplit, where):
+    """Served by another tokenizer, the student's ids still score without complaint (every id is in range):
+    before the check such a teacher trained the student on meaningless log-probs."""
+    from replaylab.objectives import build_objective
+    from replaylab.training.build import build_teacher
+
+    server = FakeVLLM(teacher, tokenizer=other_tokenizer(order, unsplit))
+    try:
+        ServerTeacher(server.url, "teacher").score(samples[:2])  # the silent failure the check exists for
+        assert samples[0].teacher_logprobs.isfinite().all()
+        cfg = server_config(server.url)
+        objective = build_objective(cfg.trainer, cfg.budget.max_response_tokens, cfg.rollout.temperature)
+        with pytest.raises(TeacherServerError, match=f"tokenizes differently from the student.*{re.escape(where)}"):
+            build_teacher(cfg, objective, torch.device("cpu"), tok)
+    finally:
+        server.close()
+
+
+def test_the_tokenizer_check_names_what_is_wrong(tok, teacher):
+    server = FakeVLLM(teacher, tokenizer=None)  # a server without /tokenize: not vLLM
+    try:
+        with pytest.raises(TeacherServerError, match="check the teacher server's tokenizer.*HTTP 404.*beside /v1"):
+            ServerTeacher(server.url, "teacher").check_tokenizer(tok)
+    finally:
+        server.close()
+    server = FakeVLLM(teacher, tokenizer=tok)
+    try:
+        with pytest.raises(TeacherServerError, match="does not exist"):
+            ServerTeacher(server.url, "wrong-name").check_tokenizer(tok)
+        ServerTeacher(server.url.removesuffix("/v1"), "teacher").check_tokenizer(tok)  # a URL without /v1 too
+    finally:
+        server.close()
 
 
 # ------------------------------------------------------------------ real vLLM server (GPU)
@@ -226,7 +305,9 @@ def test_real_vllm_server_matches_local_teacher(tok, samples, tmp_path):
                 time.sleep(2)
         local_samples = [s.replayed("fresh") for s in samples]
         LocalTeacher(load_causal_lm(path, "float32"), tok.pad_token_id).score(local_samples)
-        ServerTeacher(f"http://127.0.0.1:{port}/v1", "teacher", micro_batch=4).score(samples)
+        served = ServerTeacher(f"http://127.0.0.1:{port}/v1", "teacher", micro_batch=4)
+        served.check_tokenizer(tok)  # vLLM's own /tokenize gives the student's ids
+        served.score(samples)
         for s, ref in zip(samples, local_samples):
             assert torch.allclose(s.teacher_logprobs, ref.teacher_logprobs, atol=2e-3), (s.teacher_logprobs, ref.teacher_logprobs)
     finally:

@@ -18,6 +18,12 @@ prompt tokens do not go through the sampling processors), i.e. exactly what `Loc
 Token ids go in as ids (a list of ints is a valid `prompt`), so no tokenizer round trip can shift
 positions. Only the standard library is used (urllib, json, a thread pool).
 
+Ids are only meaningful under the tokenizer that made them, and a server started on the wrong model
+(a base model without the chat tokens, another family) scores the student's ids without complaint:
+every id is in range and `prompt_logprobs` keys each position by the id it was sent. So before
+training, `check_tokenizer` sends a probe text through vLLM's `POST /tokenize` (served beside /v1)
+and refuses the server unless it returns exactly the student's ids for it.
+
 The exact full-vocabulary reverse KL (`trainer.objective=opd_full_rkl`) cannot be computed from a
 server (it would need V log-probs per token): `provides_full` is False, and `build.py` refuses that
 combination up front.
@@ -87,6 +93,29 @@ class ServerTeacher:
                 s.teacher_logprobs = logp
                 self.tokens_scored += s.num_tokens
 
+    def check_tokenizer(self, tokenizer) -> None:
+        """Refuse a server whose tokenizer does not give the student's ids for `tokenizer_probe(tokenizer)`."""
+        probe = tokenizer_probe(tokenizer)
+        body = {"model": self.model_name, "prompt": probe, "add_special_tokens": False}
+        url = self.base_url.removesuffix("/v1") + "/tokenize"
+        try:
+            reply = self._post("/tokenize", body, url=url)
+        except TeacherServerError as e:
+            raise TeacherServerError(f"could not check the teacher server's tokenizer against the student's: {e}. "
+                                     "A vLLM server answers POST /tokenize beside /v1") from e
+        theirs, ours = reply.get("tokens"), tokenizer.encode(probe, add_special_tokens=False)
+        if theirs == ours:
+            return
+        if not isinstance(theirs, list):
+            raise TeacherServerError(f"{url} returned no token list: {str(reply)[:300]}")
+        k = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), min(len(theirs), len(ours)))
+        raise TeacherServerError(
+            f"the teacher server ({self.model_name!r} at {self.base_url}) tokenizes differently from the student: "
+            f"on a {len(probe)}-character probe it returned {len(theirs)} ids, the student's tokenizer {len(ours)}; "
+            f"first difference at token {k}, around {probe_context(tokenizer, ours, k)!r} (server id "
+            f"{theirs[k] if k < len(theirs) else 'none'}, student id {ours[k] if k < len(ours) else 'none'}). "
+            "OPD scores the student's token ids with the teacher, so both must use one tokenizer")
+
     # ------------------------------------------------------------------ requests
     def _score_chunk(self, chunk: list[Sample]) -> list[torch.Tensor]:
         sequences = [list(s.context_ids) + s.response_ids.tolist() for s in chunk]
@@ -121,12 +150,12 @@ class ServerTeacher:
             values.append(-math.inf if lp is None else float(lp))
         return torch.tensor(values, dtype=torch.float32)
 
-    def _post(self, path: str, body: dict) -> dict:
+    def _post(self, path: str, body: dict, url: str | None = None) -> dict:
         data = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        url = self.base_url + path
+        url = url or self.base_url + path
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             req = urllib.request.Request(url, data=data, headers=headers, method="POST")
@@ -145,3 +174,20 @@ class ServerTeacher:
                 time.sleep(min(30.0, 0.5 * 2 ** attempt))
         raise TeacherServerError(f"teacher server {url} unreachable after {self.retries + 1} attempts: {last}. "
                                  f"Start it with `vllm serve {self.model_name}` and check teacher.server_url") from last
+
+
+def tokenizer_probe(tokenizer) -> str:
+    """A text that exercises what OPD sends: a chat-templated math prompt and answer (digits, LaTeX,
+    spaces, newlines, non-ASCII), every special and added token (EOS, chat and thinking markers)."""
+    question = "Compute 12 + 345 * 6, then explain why (x^2 - 1) = (x - 1)(x + 1). Réponse : 2 070 ≈ 2.07e3"
+    answer = "12 + 2070 = 2082.\n\nSo the answer is $\\boxed{2082}$."
+    messages = [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    text = f"{question}\n{answer}"
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(messages, tokenize=False)
+    extra = list(dict.fromkeys([*tokenizer.all_special_tokens, *tokenizer.get_added_vocab()]))
+    return text + " ".join(extra)
+
+
+def probe_context(tokenizer, ids: list[int], k: int) -> str:
+    return tokenizer.decode(ids[max(0, k - 4): k + 4])

@@ -80,7 +80,9 @@ def build_teacher(cfg: Config, objective: Objective, device: torch.device, token
     if t.kind == "server":
         from replaylab.teacher.server import ServerTeacher
 
-        return ServerTeacher(t.server_url, t.name_or_path, micro_batch=t.micro_batch)
+        teacher = ServerTeacher(t.server_url, t.name_or_path, micro_batch=t.micro_batch)
+        teacher.check_tokenizer(tokenizer)  # also fails in seconds on a server that is down or misnamed
+        return teacher
     from replaylab.teacher.local import LocalTeacher
 
     path = model_path(t.name_or_path, "teacher.name_or_path", cfg)
