@@ -59,6 +59,7 @@ def evaluate(cfg: DictConfig) -> list[dict]:
 
     import torch
     from replaylab.models import kernels
+    from replaylab.evaluation.benchmarks import benchmarks_fingerprint
     from replaylab.results.frame import eval_setting
     from replaylab.results.rows import RowWriter
     from replaylab.training.build import (
@@ -86,7 +87,7 @@ def evaluate(cfg: DictConfig) -> list[dict]:
     identity = {"run": run.name, "config_hash": config_hash(cfg), "experiment": obj.experiment,
                 "model": obj.model.name_or_path, "checkpoint": obj.eval.checkpoint or "", "budget": obj.eval.budget,
                 "max_response_tokens": obj.eval.max_new_tokens, "seed": obj.trainer.seed,
-                "eval_setting": eval_setting(asdict(obj.eval))}
+                "eval_setting": eval_setting(asdict(obj.eval)), "eval_data": benchmarks_fingerprint(benchmarks)}
     try:
         results = build_evaluate(obj, generator, tokenizer, grader, benchmarks)(update)
     finally:

@@ -93,7 +93,8 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
         "max_response_tokens": obj.budget.max_response_tokens, "seed": obj.trainer.seed,
         "prompts_per_iteration": obj.trainer.prompts_per_iteration, "samples_per_prompt": obj.trainer.samples_per_prompt,
         "resample_period": obj.trainer.resample_period, "eval_tail": obj.eval.tail,
-        "eval_setting": eval_setting(asdict(obj.eval)),
+        "eval_setting": eval_setting(asdict(obj.eval)), "eval_data": comp.eval_fingerprint or None,
+        "train_data": comp.stream.fingerprint,
     }
     rows = RowWriter(path / "rows.jsonl", identity) if D.is_main() else NullRows()
     mirror = None

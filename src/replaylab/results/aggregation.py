@@ -7,7 +7,8 @@ import math
 import numbers
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from replaylab.results.frame import DONE, NoRowsError, run_notes
+from replaylab.results.frame import DONE, NoRowsError
+from replaylab.results.provenance import run_notes
 from replaylab.results.statistics import t_interval
 
 if TYPE_CHECKING:  # the replaylab CLI imports this module for every subcommand: pandas only when used
@@ -16,7 +17,8 @@ if TYPE_CHECKING:  # the replaylab CLI imports this module for every subcommand:
 # Identity columns that may become row keys when they vary (so different configs never get
 # averaged as if they were data orders); `order` and `seed` are what a cell aggregates over.
 ROW_CANDIDATES = ("experiment", "trainer", "objective", "model", "teacher", "data", "max_response_tokens",
-                  "prompts_per_iteration", "samples_per_prompt", "resample_period", "eval_tail", "eval_setting")
+                  "prompts_per_iteration", "samples_per_prompt", "resample_period", "eval_tail", "eval_setting",
+                  "eval_data")
 NOT_IDENTITY = {"run", "config_hash", "versions", "status", "run_dir", "ended_by", "order", "seed"}
 ACCURACY = {"avg@k", "pass@k", "pass@1", "ci_low", "ci_high", "se", "truncation_rate", "accuracy"}
 LEDGER = {"updates": "ledger_updates", "trajectories": "ledger_trajectories", "teacher_tokens": "ledger_teacher_tokens_scored",

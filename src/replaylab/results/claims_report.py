@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from replaylab.results.claims import Claim, check_reading, check_verdict, claim_verdict, run_check
-from replaylab.results.frame import run_notes
+from replaylab.results.provenance import run_notes
 from replaylab.results.paired import describe_diffs, differ, paired_interval
 
 

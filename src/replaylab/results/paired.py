@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from replaylab.results.aggregation import (_check_replicates, _select_eval, check_requested, default_by, final_eval,
                                           is_accuracy, is_suite_mean, order_benchmarks, rises_with_learning,
                                           run_index)
-from replaylab.results.frame import NoRowsError, run_notes
+from replaylab.results.frame import NoRowsError
+from replaylab.results.provenance import run_notes
 
 if TYPE_CHECKING:
     import pandas as pd

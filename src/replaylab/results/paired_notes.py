@@ -52,15 +52,27 @@ def eval_size_note(arm: pd.DataFrame, reference: pd.DataFrame, name: str) -> str
 
 def check_same_evaluation(arm: pd.DataFrame, reference: pd.DataFrame, arm_name: str, reference_name: str) -> None:
     """Raises when the two arms' runs were evaluated differently (rows' `eval_setting`: decoding, samples per
-    problem, budget, problems): their accuracies measure different things and a paired difference of them
-    would read the evaluation change as an effect of the strategy. Runs from before the column are not checked."""
-    if "eval_setting" not in arm.columns or "eval_setting" not in reference.columns:
+    problem, budget, problems; `eval_data`: the benchmarks' problems and golds themselves), or when runs
+    paired on one data order trained on different prompt streams (`train_data`: another data root or file):
+    a paired difference of them would read the data change as an effect of the strategy. Runs from before
+    a column are not checked."""
+    for column, what in (("eval_setting", "evaluated as"), ("eval_data", "scored on benchmark data")):
+        if column not in arm.columns or column not in reference.columns:
+            continue
+        mine, theirs = (set(frame[column].dropna().astype(str)) for frame in (arm, reference))
+        if mine and theirs and mine != theirs:
+            raise ValueError(f"{arm_name} was {what} {' | '.join(sorted(mine))!r} and {reference_name} {what} "
+                             f"{' | '.join(sorted(theirs))!r} (rows' {column}): accuracies measured differently do not "
+                             "pair; rerun one arm's evaluation with the other's eval settings and data")
+    if "train_data" not in arm.columns or "train_data" not in reference.columns:
         return
-    mine, theirs = (set(frame["eval_setting"].dropna().astype(str)) for frame in (arm, reference))
-    if mine and theirs and mine != theirs:
-        raise ValueError(f"{arm_name} was evaluated as {' | '.join(sorted(mine))!r} and {reference_name} as "
-                         f"{' | '.join(sorted(theirs))!r} (rows' eval_setting): accuracies measured differently do not "
-                         "pair; rerun one arm's evaluation with the other's eval settings")
+    streams = [frame.dropna(subset=["train_data"]).drop_duplicates("run").set_index("run") for frame in (arm, reference)]
+    for run, row in streams[0].iterrows():
+        for other, ref in streams[1].iterrows():
+            if (ref["order"], ref["seed"]) == (row["order"], row["seed"]) and ref["train_data"] != row["train_data"]:
+                raise ValueError(f"{run} ({arm_name}) and {other} ({reference_name}) pair on order {row['order']} but "
+                                 f"trained on different prompt streams (rows' train_data {row['train_data']} and "
+                                 f"{ref['train_data']}): another data root or data file; rerun one of them on the other's data")
 
 
 def left_out_note(remarks: dict[str, str], runs: pd.DataFrame, strategies: tuple[str, ...], block: str | None,
