@@ -235,6 +235,35 @@ def test_corrupt_or_missing_latest_falls_back_to_the_newest_valid_checkpoint(run
     assert comparable(load_rows(path)) == comparable(full)
 
 
+def flip_a_bit_of_the_largest_record(path: Path) -> str:
+    """Flip one bit in the middle of the checkpoint's largest tensor record (a weight or an optimizer moment),
+    as a disk or a copy might, leaving the zip structure whole; returns the record's name."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        info = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    data = bytearray(path.read_bytes())
+    name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26: info.header_offset + 30])
+    start = info.header_offset + 30 + name_len + extra_len
+    data[start + info.file_size // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+    return info.filename
+
+
+def test_a_checkpoint_with_a_flipped_bit_is_passed_over_not_loaded(run_train, caplog):
+    """torch.load never checks the CRC-32 its zip format stores for each record: a checkpoint with one bit
+    flipped in a weight loaded silently, and the resumed run trained on from the damaged weight."""
+    overrides, path, full = _interrupted_run(run_train)
+    record = flip_a_bit_of_the_largest_record(path / "checkpoints" / "update_0000004.pt")
+    caplog.clear()
+    caplog.set_level("INFO", logger="replaylab")
+    run_train(overrides)
+    assert f"update_0000004.pt: unreadable checkpoint (record {record} fails its CRC-32 check" in caplog.text
+    assert "resuming from" in caplog.text and "update_0000002.pt" in caplog.text
+    assert comparable(load_rows(path)) == comparable(full)
+
+
 def test_a_checkpoint_of_another_run_or_of_nothing_is_passed_over_for_this_runs_own(run_train, caplog):
     """Another run's checkpoint copied over this run's latest restored that run's weights and rows (the rows'
     mismatch then blamed this run's rows and advised a rebuild, which kept the foreign rows); a file without a

@@ -7,7 +7,9 @@
 * `safe_torch_load`: `torch.load(weights_only=True)` with replaylab's own plain records (samples,
   prompts, groups) allowlisted: tensors and plain data load, anything that would run code on
   unpickling (a crafted `.pt`) is refused with `UnsafeCheckpoint`; a torn or truncated file raises
-  `CorruptCheckpoint`. Both name the file.
+  `CorruptCheckpoint`, and so does a file whose bytes changed after it was written (a flipped bit in
+  a weight): torch's zip format stores a CRC-32 of every record but `torch.load` never checks it, and
+  loaded such a file silently with the damaged value. Both name the file.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 import pickle
 import shutil
+import zipfile
 from pathlib import Path
 
 import torch
@@ -100,7 +103,23 @@ def atomic_torch_save(obj, path: Path) -> None:
         raise _failed(path, e) from e
 
 
+def check_records(path: Path) -> None:
+    """CorruptCheckpoint unless every record of a zip-format torch file matches its stored CRC-32 (one read
+    of the file, about a second per GB). Other files (torn ones, the legacy format) are left to torch.load."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        raise CorruptCheckpoint(f"{path}: unreadable checkpoint ({type(e).__name__}: {e})") from e
+    if bad is not None:
+        raise CorruptCheckpoint(f"{path}: unreadable checkpoint (record {bad} fails its CRC-32 check: the file "
+                                "changed after it was written)")
+
+
 def safe_torch_load(path: Path, map_location="cpu"):
+    check_records(path)
     with torch.serialization.safe_globals(CHECKPOINT_TYPES):
         try:
             return torch.load(path, map_location=map_location, weights_only=True)
