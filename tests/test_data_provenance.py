@@ -81,3 +81,25 @@ def test_pairing_refuses_runs_of_one_order_on_other_prompt_streams(run_train, mo
     shutil.rmtree(retrained)
     table = paired_table(load_experiment(current.parent), "current")
     assert "initial" in set(table["strategy"])
+
+
+def test_a_finished_run_is_not_skipped_over_other_data(run_train, monkeypatch):
+    """The config hash names no data file: after a benchmark gold or a training answer changed, the same config
+    found its finished run and skipped it, reporting the old data's rows as this config's results."""
+    from replaylab.evaluation import benchmarks
+    from replaylab.tasks.stream import StreamChanged
+    from replaylab.training import build
+
+    args = [*OPD, "strategy=current"]
+    summary, path = run_train(args)
+    rows = (path / "rows.jsonl").read_bytes()
+    assert run_train(args)[1] == path and (path / "rows.jsonl").read_bytes() == rows  # same data: skipped as done
+    with monkeypatch.context() as patch:
+        patch.setattr(benchmarks, "get_benchmark", one_gold_changed(benchmarks.get_benchmark))
+        with pytest.raises(StreamChanged, match=f"{path.name} finished on other data.*rows' eval_data"):
+            run_train(args)
+    with monkeypatch.context() as patch:
+        patch.setattr(build, "training_prompt_rows", one_answer_changed(build.training_prompt_rows))
+        with pytest.raises(StreamChanged, match=r"rows' train_data [0-9a-f]{16} \(now [0-9a-f]{16}\).*move the run"):
+            run_train(args)
+    assert run_train(args)[0]["update"] == summary["update"] and (path / "rows.jsonl").read_bytes() == rows

@@ -2,7 +2,8 @@
 
 Composition errors (unknown option, mistyped key, wrong type) come from Hydra; range and choice
 errors from the config dataclasses; both name the key and happen before any model is loaded.
-A finished run (its directory has a done marker) is skipped; an interrupted one resumes.
+A finished run (its directory has a done marker) is skipped, once its rows' data fingerprints match the
+data this config reads now (else exit 4: its rows are of other data); an interrupted one resumes.
 Exit codes: 2 invalid config, 3 run directory in use by another process, 4 run directory or disk
 problem (rows that do not match the checkpoint, unreadable or unsafe checkpoints, a failed write),
 5 training diverged or dynamic sampling could not fill a batch (docs/run_directories.md).
@@ -33,7 +34,7 @@ def train(cfg: DictConfig) -> dict:
     check_training_run(obj)
     path = run_dir(cfg)
     if is_done(path):
-        return _skip(path)
+        return _skip(path, obj)
     from replaylab import parallel as D
     from replaylab.training.run_lock import RunDirectoryBusy, RunLock
 
@@ -51,17 +52,18 @@ def train(cfg: DictConfig) -> dict:
         raise RunDirectoryBusy(refusal)
     try:
         if D.broadcast_object(is_done(path)):  # finished while this process waited for the lock
-            return _skip(path)
+            return _skip(path, obj)
         return _train_locked(cfg, obj, path)
     finally:
         if lock is not None:
             lock.__exit__(None, None, None)
 
 
-def _skip(path) -> dict:
+def _skip(path, obj) -> dict:
     from replaylab.storage import read_done_marker
 
     summary = read_done_marker(path / "done.json")
+    check_finished_data(path, obj)
     log.info("replaylab: %s is already done (update %s); skipping (replaylab show %s)", path, summary.get("update"), path)
     return summary
 
@@ -94,7 +96,7 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
         "prompts_per_iteration": obj.trainer.prompts_per_iteration, "samples_per_prompt": obj.trainer.samples_per_prompt,
         "resample_period": obj.trainer.resample_period, "eval_tail": obj.eval.tail,
         "eval_setting": eval_setting(asdict(obj.eval)), "eval_data": comp.eval_fingerprint or None,
-        "train_data": comp.stream.fingerprint,
+        "train_data": comp.train_fingerprint,
     }
     rows = RowWriter(path / "rows.jsonl", identity) if D.is_main() else NullRows()
     mirror = None
@@ -124,6 +126,32 @@ def _train_locked(cfg: DictConfig, obj, path) -> dict:
             report = f"{path} (done); the summary could not be drawn up: {e!r}"
         log.info("replaylab: done\n%s", report)
     return summary
+
+
+def check_finished_data(path, obj) -> None:
+    """StreamChanged unless the finished run's rows were written over the data this config reads now: the
+    config hash names no data file, so after a data root changed or a file was edited or regenerated the
+    run's directory is the same and skipping it would report the old data's rows for the new data's config.
+    Rows from before the fingerprints are not checked."""
+    import json
+
+    from replaylab.tasks.stream import StreamChanged
+    from replaylab.training.build import data_fingerprints
+
+    try:
+        with open(path / "rows.jsonl", "rb") as f:
+            first = json.loads(f.readline() or b"{}")
+    except (OSError, ValueError):  # damaged rows are the tables' to name (results.frame)
+        return
+    recorded = {k: first[k] for k in ("eval_data", "train_data") if first.get(k)}
+    if not recorded:
+        return
+    now = dict(zip(("eval_data", "train_data"), data_fingerprints(obj)))
+    changed = [f"{k} {v} (now {now[k] or 'none'})" for k, v in recorded.items() if now[k] != v]
+    if changed:
+        raise StreamChanged(f"{path} finished on other data than this config reads now (rows' {'; '.join(changed)}): "
+                            "a benchmark or training file or the data root changed since. Its results are the old "
+                            "data's: move the run directory away to train on this data, or restore the old data")
 
 
 class CellFailed(Exception):

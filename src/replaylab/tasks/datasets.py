@@ -7,6 +7,7 @@ strategy, and three indices give the three data orders a table averages over.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 
@@ -58,6 +59,15 @@ def render_prompts(rows: list[dict[str, str]], tokenizer: PreTrainedTokenizerBas
     texts = [render_question(tokenizer, r["problem"], instruction, enable_thinking) for r in rows]
     ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
     return [Prompt(r["id"], t, tuple(i), r["answer"]) for r, t, i in zip(rows, texts, ids)]
+
+
+def rows_fingerprint(rows: list[dict[str, str]], order: list[int]) -> str:
+    """16 hex digits over the training problems in data order (id, problem, answer): what a run trained on,
+    whatever the tokenizer or prompt template (the config hash names those); rows carry it as `train_data`."""
+    h = hashlib.sha256()
+    for i in order:
+        h.update(f"{rows[i]['id']}\0{rows[i]['problem']}\0{rows[i]['answer']}\0".encode())
+    return h.hexdigest()[:16]
 
 
 def data_order(n: int, index: int) -> list[int]:

@@ -123,6 +123,20 @@ def training_prompt_rows(cfg: Config, benchmarks: list | None = None) -> list[di
     return rows
 
 
+def data_fingerprints(cfg: Config, benchmarks: list | None = None, rows: list | None = None) -> tuple[str, str]:
+    """(eval_data, train_data): fingerprints of the evaluated benchmarks' problems and golds ("" when none) and
+    of the training problems in the run's data order. No config names the data itself (a data root, an edited
+    or regenerated file): rows carry both, and a finished run is checked against them before it is skipped.
+    Loads only the data, in seconds."""
+    from replaylab.evaluation.benchmarks import benchmarks_fingerprint
+    from replaylab.tasks.datasets import data_order, rows_fingerprint
+
+    benchmarks = evaluated_benchmarks(cfg) if benchmarks is None else benchmarks
+    rows = training_prompt_rows(cfg, benchmarks) if rows is None else rows
+    return (benchmarks_fingerprint(benchmarks) if benchmarks else "",
+            rows_fingerprint(rows, data_order(len(rows), cfg.order)))
+
+
 def build_evaluate(cfg: Config, generator, tokenizer, grader, benchmarks: list | None = None):
     """A callable(update) -> [(benchmark, metrics, n)] for the trainer's periodic evaluation (None: nothing to
     evaluate); `benchmarks` as `evaluated_benchmarks` loads them."""
@@ -204,10 +218,8 @@ def build_components(cfg: Config) -> Components:
                                             cfg.rollout.compile)
     if cfg.trainer.forward != "module":
         attach_lean_forwards(cfg, policy, ref, teacher.distribution_model() if teacher is not None else None)
-    from replaylab.evaluation.benchmarks import benchmarks_fingerprint
-
     return Components(policy, tokenizer, generator, teacher, grader, strategy, stream, evaluate, ref, initial_generator,
-                      objective, benchmarks_fingerprint(benchmarks) if benchmarks else "")
+                      objective, *data_fingerprints(cfg, benchmarks, rows))
 
 
 def attach_lean_forwards(cfg: Config, policy, ref, teacher_model) -> None:

@@ -30,6 +30,7 @@ class Components:
     initial_generator: object | None = None  # samples from a frozen copy of the initial policy
     objective: Objective | None = None  # what scores samples and gives the loss (replaylab.objectives)
     eval_fingerprint: str = ""  # evaluation.benchmarks_fingerprint of what `evaluate` scores ("" when nothing)
+    train_fingerprint: str = ""  # tasks.datasets.rows_fingerprint of the training problems in data order
 
 
 def derived_seed(*parts: object) -> int:
