@@ -263,6 +263,6 @@ def test_plan_shows_a_compute_matched_cell_by_its_flops_not_its_update_cap(tmp_p
 
     assert main(["+sweep=tiny_fifo", "order=0", f"output_root={tmp_path}"]) == 0
     out = capsys.readouterr().out
-    assert "<= 400 (1.8e+12 FLOPs)" in out
+    assert "<= 800 (9e+12 FLOPs)" in out
     assert main(["+sweep=tiny_grpo_replay", "order=0", f"output_root={tmp_path}"]) == 0
     assert "FLOPs" not in capsys.readouterr().out.split("cells,")[0]
