@@ -120,6 +120,9 @@ SILENT_BEFORE = [
     # a distributed run neither branches from a sibling nor shares its work
     (["trainer.distributed=ddp", "branch=true"], "branch"),
     (["trainer.distributed=fsdp2", "share=true"], "share"),
+    # a single process has no collective to time out; a non-positive timeout is no timeout
+    (["trainer.dist_timeout_s=7200"], "trainer.dist_timeout_s"),
+    (["trainer.distributed=ddp", "trainer.dist_timeout_s=0"], "trainer.dist_timeout_s"),
     # a cosine to 0 at max_updates, and a compute budget that ends each arm at its own update
     (["budget.max_compute=1e12", "trainer.lr_schedule=cosine"], "trainer.lr_schedule"),
     (["trainer=grpo", "teacher.micro_batch=8"], "teacher.micro_batch"),

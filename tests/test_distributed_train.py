@@ -162,3 +162,40 @@ def test_the_last_sharded_checkpoint_is_not_overwritten_in_place_and_a_torn_one_
     out = torchrun(tmp_path / "run", ["trainer.distributed=fsdp2", "trainer.keep_checkpoints=1"], code=4)
     assert "replaylab: no readable checkpoint in" in out.stderr and "(update_0000004)" in out.stderr
     assert "PytorchStreamReader" not in out.stderr  # dcp's read error is a corrupt checkpoint, not a traceback
+
+
+SLOW_EVALUATION = """
+import sys, time
+from replaylab.training import trainer
+seconds, sys.argv = float(sys.argv[1]), ["train", *sys.argv[2:]]
+original = trainer.Trainer.evaluate_now
+def slow(self):  # rank 0 evaluates alone; an evaluation longer than the other ranks' wait at the barrier
+    if self.update > 0:
+        time.sleep(seconds)
+    return original(self)
+trainer.Trainer.evaluate_now = slow
+from replaylab.cli.train import main
+main()
+"""
+
+
+def test_the_other_ranks_wait_for_rank_0s_evaluation_as_long_as_dist_timeout_s(tmp_path):
+    """Rank 0 evaluates alone while the others wait at a barrier, under the process group's timeout: it was a
+    fixed 30 minutes, which a math8 evaluation at a 16k budget can outlast, failing the job at its first
+    evaluation every time it was requeued. trainer.dist_timeout_s sets it, and is not in the config hash."""
+    script = tmp_path / "slow_eval.py"
+    script.write_text(SLOW_EVALUATION)
+    args = [*MICRO_WORLD, *fast_run([]), "budget.max_updates=4", "trainer.eval_every=2", "rollout.micro_batch=4",
+            "trainer.distributed=ddp"]
+
+    def run(timeout_s: int):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
+               str(script), "12", *args, f"output_root={tmp_path / 'runs'}", f"trainer.dist_timeout_s={timeout_s}"]
+        return subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=600)
+
+    short = run(4)
+    assert short.returncode != 0 and "Timed out waiting 4000ms" in short.stderr, short.stderr[-3000:]
+    long = run(120)  # the same run directory: the hash leaves the timeout out, so it resumes
+    assert long.returncode == 0, long.stderr[-3000:]
+    run_dir = only_run(tmp_path / "runs")
+    assert {r["update"] for r in load_rows(run_dir) if r["split"] == "eval"} == {0, 2, 4}

@@ -153,11 +153,15 @@ def check_strategy(cfg, strategy_cls) -> None:
 
 def check_sibling_work(cfg) -> None:
     """A distributed run neither branches from a sibling's checkpoint nor shares its work (each rank would read and
-    write): an explicit `branch=true` / `share=true` there would do nothing."""
+    write): an explicit `branch=true` / `share=true` there would do nothing; a single process has no collective
+    to time out."""
     for key in ("branch", "share"):
         check(not (getattr(cfg, key) and cfg.trainer.distributed != "none"), key,
               f"true has no effect under trainer.distributed={cfg.trainer.distributed} (a distributed run trains and "
               "evaluates everything itself); leave it unset")
+    default = defaults_of(cfg.trainer)["dist_timeout_s"]
+    check(cfg.trainer.distributed != "none" or cfg.trainer.dist_timeout_s == default, "trainer.dist_timeout_s",
+          f"{cfg.trainer.dist_timeout_s:g} has no effect under trainer.distributed=none (no collective to wait in)")
 
 
 def check_rollout(cfg) -> None:

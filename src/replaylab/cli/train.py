@@ -38,7 +38,7 @@ def train(cfg: DictConfig) -> dict:
     from replaylab import parallel as D
     from replaylab.training.run_lock import RunDirectoryBusy, RunLock
 
-    D.init_from_env(obj.trainer.device)  # a no-op in a single process
+    D.init_from_env(obj.trainer.device, obj.trainer.dist_timeout_s)  # a no-op in a single process
     lock, refusal = None, None
     if D.is_main():  # one lock per run; the other ranks of a torchrun job are its own processes
         path.mkdir(parents=True, exist_ok=True)

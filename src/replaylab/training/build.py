@@ -178,7 +178,7 @@ def build_components(cfg: Config) -> Components:
         torch.set_num_threads(cfg.trainer.threads)
     if not (cfg.progress and on_terminal()):
         quiet_library_bars()
-    info = D.init_from_env(cfg.trainer.device)
+    info = D.init_from_env(cfg.trainer.device, cfg.trainer.dist_timeout_s)
     check(cfg.trainer.distributed == "none" or info.world_size > 1, "trainer.distributed",
           f"{cfg.trainer.distributed} needs several processes: launch with torchrun --nproc_per_node=N -m "
           "replaylab.train ... (or launcher=slurm with tasks_per_node=N)")

@@ -1,7 +1,7 @@
 """Run directories, named by the hash of the resolved config; checkpoints; the done marker.
 
 Everything that changes the numbers is in the hash; knobs that only change bookkeeping (progress
-bars, checkpoint cadence, wandb, the output root, grading parallelism) are not, so a run resumed
+bars, checkpoint cadence, wandb, the output root, grading parallelism, how long ranks wait) are not, so a run resumed
 with a different cadence, or mirrored to wandb, lands in the same directory.
 """
 
@@ -21,7 +21,7 @@ from replaylab.storage import atomic_torch_save, atomic_write, safe_torch_load
 
 NON_SEMANTIC_KEYS = (
     "progress", "output_root", "wandb", "trainer.checkpoint_every", "trainer.keep_checkpoints",
-    "eval.grader_workers", "run_lock_wait", "resume_rows", "branch", "share",
+    "eval.grader_workers", "run_lock_wait", "resume_rows", "branch", "share", "trainer.dist_timeout_s",
 )
 
 
