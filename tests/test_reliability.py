@@ -382,6 +382,52 @@ def test_tiny_world_cache_entries_are_checked_and_rebuilt(caplog):
     assert "incomplete" in caplog.text and (path / "build.json").exists()
 
 
+def _build_on_rank(rank: int, port: int, cfg, out) -> None:
+    """One rank of a 2-process gloo job asking for the tiny world; rank 1 asks first, as it may under torchrun."""
+    import torch.distributed as dist
+
+    from replaylab.models.tiny_world import ensure_tiny_world, missing_model_files
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    if rank == 0:
+        time.sleep(3)
+    path = ensure_tiny_world(cfg, progress=False, poll_s=0.2)
+    (out / f"rank{rank}.json").write_text(json.dumps({"path": str(path), "missing": missing_model_files(path)}))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_under_torchrun_rank_0_builds_the_tiny_world_and_the_others_wait(tmp_path, monkeypatch, caplog):
+    """transformers' save_pretrained writes nothing on a rank other than 0 of a torch.distributed job: when rank 1
+    won the cache lock on a fresh machine, the entry held tokenizers only, its checksums matched, and every load
+    failed ('Unrecognized model') until the cache was deleted by hand. Such an entry is now set aside and rebuilt."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    from replaylab.models.tiny_spec import TinyModelSize, TinyWorldConfig
+    from replaylab.models.tiny_world import ensure_tiny_world
+
+    monkeypatch.setenv("REPLAYLAB_CACHE", str(tmp_path / "cache"))
+    cfg = TinyWorldConfig(teacher_steps=6, student_step=3, seed=11, batch_size=8, warmup=2,
+                          teacher=TinyModelSize(hidden_size=32, intermediate_size=64))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_build_on_rank, args=(port, cfg, tmp_path), nprocs=2)
+    results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert results[0] == results[1] and results[0]["missing"] == []
+    path = Path(results[0]["path"])
+    (path / "student" / "model.safetensors").unlink()  # an entry another rank built before this fix
+    (path / "student" / "config.json").unlink()
+    build = json.loads((path / "build.json").read_text())
+    build["files"] = {k: v for k, v in build["files"].items() if k.startswith(("teacher/tokenizer", "student/tokenizer"))}
+    (path / "build.json").write_text(json.dumps(build))
+    assert ensure_tiny_world(cfg, progress=False) == path
+    assert "lacks student/config.json, student/model.safetensors" in caplog.text
+    assert (path / "student" / "model.safetensors").exists()
+
+
 # ---------------------------------------------------------------- config errors, early and named
 CONFIG_ERRORS = [
     (["eval.grader_timeout=0"], "eval.grader_timeout"),

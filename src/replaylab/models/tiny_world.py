@@ -113,6 +113,14 @@ def file_checksums(root: Path) -> dict[str, str]:
 _verified: set[tuple[str, float]] = set()  # entries checked in this process (path, build.json mtime)
 
 
+# What every model directory of an entry holds; transformers' save_pretrained writes them on rank 0 only
+MODEL_FILES = ("config.json", "model.safetensors")
+
+
+def missing_model_files(path: Path) -> list[str]:
+    return [f"{role}/{name}" for role in ("teacher", "student") for name in MODEL_FILES if not (path / role / name).exists()]
+
+
 def verify_tiny_world(path: Path) -> str | None:
     """None if the entry's files match the checksums its build recorded, else what differs.
     An entry built before checksums existed gets them recorded now (trusted on first use)."""
@@ -120,6 +128,8 @@ def verify_tiny_world(path: Path) -> str | None:
     key = (str(path), report_path.stat().st_mtime)
     if key in _verified:
         return None
+    if missing_model_files(path):  # checksums of an entry built on another rank cover its tokenizers alone
+        return f"{path} lacks {', '.join(missing_model_files(path))} (an entry built by a rank other than 0)"
     report = json.loads(report_path.read_text())
     actual = file_checksums(path)
     expected = report.get("files")
@@ -137,19 +147,36 @@ def verify_tiny_world(path: Path) -> str | None:
     return None
 
 
-def ensure_tiny_world(cfg: TinyWorldConfig | None = None, progress: bool = True) -> Path:
+def builds_here() -> bool:
+    """Whether this process may build: not a rank other than 0 of a torch.distributed job, where transformers'
+    save_pretrained writes no model (its build was an entry of tokenizers alone, and every later load failed)."""
+    import torch.distributed as dist
+
+    return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
+
+
+def ensure_tiny_world(cfg: TinyWorldConfig | None = None, progress: bool = True, poll_s: float = 2.0) -> Path:
     """The cache directory of `cfg`'s tiny world, building it first if needed.
 
     Concurrent callers (a parallel sweep) serialise on a file lock; the build goes to a temporary
     directory renamed into place, so a killed build never leaves a half-written cache entry. An
     entry whose files no longer match their build-time checksums is set aside and rebuilt, saying
     which file; an entry without build.json (left by an older, interrupted build) is removed first.
+    Under torchrun only rank 0 builds; the other ranks wait for its entry (every `poll_s` seconds).
     """
     cfg = cfg or TinyWorldConfig()
     final = tiny_world_dir(cfg)
     if (final / "build.json").exists() and verify_tiny_world(final) is None:
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
+    if not builds_here():
+        log.info("replaylab: waiting for rank 0 to build or check the tiny world in %s", final)
+    while not builds_here():
+        with open(final.parent / f".{final.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if (final / "build.json").exists() and verify_tiny_world(final) is None:
+                return final
+        time.sleep(poll_s)
     with open(final.parent / f".{final.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (final / "build.json").exists():
@@ -166,6 +193,8 @@ def ensure_tiny_world(cfg: TinyWorldConfig | None = None, progress: bool = True)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         report = build_tiny_world(cfg, tmp, progress=progress)
+        if missing_model_files(tmp):  # never an entry without its models
+            raise RuntimeError(f"the tiny world build in {tmp} wrote no {', '.join(missing_model_files(tmp))}")
         report["files"] = file_checksums(tmp)
         atomic_write(tmp / "build.json", json.dumps(report, indent=2))
         os.replace(tmp, final)
