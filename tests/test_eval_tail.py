@@ -170,3 +170,34 @@ def test_the_accuracy_figure_shades_the_evaluations_the_tables_average(tmp_path,
     assert accuracy_figure(tidy_frame(rows(CURVES, tail=3, updates=UPDATES)), tmp_path / "a.png", "x").exists()
     accuracy_figure(tidy_frame(rows(CURVES, tail=1, updates=UPDATES)), tmp_path / "b.png", "x")
     assert spans == [[(100, 120)], []]  # the last three evaluations (100, 110, 120); none without a tail
+
+
+def test_the_accuracy_figure_draws_compute_matched_finals_as_one_point_with_its_interval(tmp_path, monkeypatch):
+    """Runs matched on compute end at different updates (tiny_fifo: 189, 191, 196): the curve's last points each
+    held one run, so it had no band at all, or two, with an interval of -13 to 37%. Their final evaluations are
+    drawn at the curve's mean final update, as the one value the tables report, with its interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.figure
+
+    from replaylab.results.figures import accuracy_figure
+
+    drawn = []
+    original = matplotlib.figure.Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        (ax,) = [a for a in fig.axes if a.get_visible()]
+        drawn.append(([list(line.get_xdata()) for line in ax.get_lines()], [list(line.get_ydata()) for line in ax.get_lines()],
+                      len(ax.collections)))
+        return original(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    matched = [r if r["update"] < 120 else {**r, "update": 120 + 3 * r["order"] + (r["strategy"] == "ropd")}
+               for r in rows(CURVES, tail=1, updates=UPDATES)]
+    accuracy_figure(tidy_frame(matched), tmp_path / "a.png", "x")
+    [(xs, ys, bands)] = drawn
+    assert xs == [[0, 40, 80, 100, 110, 123], [0, 40, 80, 100, 110, 124]]  # 120, 123, 126 -> 123; 121, 124, 127 -> 124
+    assert bands == 2  # both curves keep their interval to the end
+    for y, strategy in zip(ys, ("current", "ropd")):  # the final point is the tables' mean of the final values
+        assert y[-1] == pytest.approx(100 * sum(c[-1] for c in CURVES[strategy]) / 3)

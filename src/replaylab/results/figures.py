@@ -53,8 +53,23 @@ def _band(df, split: str, metric: str, benchmark: str | None):
     return list(c[["budget", "strategy", "update", "mean", "ci_low", "ci_high", "count"]].itertuples(index=False, name=None))
 
 
+def aligned_finals(df):
+    """`df` with each run's final evaluation moved to its curve's mean final update, where the runs of a
+    (budget, strategy) curve end at different updates beyond all their other evaluations (runs matched on
+    compute stop where their ledger does: 189, 191, 196, ...). Otherwise the curve's last points held one or
+    two runs each, with no interval or a wild one, instead of the final value the tables report."""
+    ev = df[df["split"] == "eval"]
+    out = df.copy()
+    for _, g in ev.groupby(["budget", "strategy"], dropna=False):
+        last = g["run"].map(g.groupby("run")["update"].max())
+        finals, earlier = g["update"][g["update"] == last], g["update"][g["update"] < last]
+        if finals.nunique() > 1 and (earlier.empty or finals.min() > earlier.max()):
+            out.loc[finals.index, "update"] = round(g.groupby("run")["update"].max().mean())
+    return out
+
+
 def accuracy_figure(df, path: Path, title: str) -> Path | None:
-    rows = _band(df, "eval", "avg@k", "mean")
+    rows = _band(aligned_finals(df), "eval", "avg@k", "mean")
     if not rows:
         return None
     budgets = sorted({r[0] for r in rows}, key=str)
@@ -71,8 +86,9 @@ def accuracy_figure(df, path: Path, title: str) -> Path | None:
             x = [p[2] for p in pts]
             n = max(p[6] for p in pts)
             ax.plot(x, [p[3] for p in pts], "o-", color=colours(i % 10), lw=1.6, ms=3.5, label=f"{label} (n={n})")
-            if all(p[4] == p[4] for p in pts):  # an interval exists (n >= 2 at every point)
-                ax.fill_between(x, [p[4] for p in pts], [p[5] for p in pts], color=colours(i % 10), alpha=0.15)
+            has = [p[4] == p[4] for p in pts]  # an interval exists where n >= 2
+            if any(has):
+                ax.fill_between(x, [p[4] for p in pts], [p[5] for p in pts], where=has, color=colours(i % 10), alpha=0.15)
         _shade_tail(ax, df[df["budget"] == budget])
         ax.set_title(f"budget {budget}", fontsize=10)
         ax.set_xlabel("optimizer update")
