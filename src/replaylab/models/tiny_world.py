@@ -128,8 +128,9 @@ def verify_tiny_world(path: Path) -> str | None:
     key = (str(path), report_path.stat().st_mtime)
     if key in _verified:
         return None
-    if missing_model_files(path):  # checksums of an entry built on another rank cover its tokenizers alone
-        return f"{path} lacks {', '.join(missing_model_files(path))} (an entry built by a rank other than 0)"
+    missing = missing_model_files(path)
+    if missing:  # checksums of an entry built on another rank cover its tokenizers alone
+        return f"{path} lacks {', '.join(missing)} (an entry built by a rank other than 0)"
     report = json.loads(report_path.read_text())
     actual = file_checksums(path)
     expected = report.get("files")
@@ -193,8 +194,9 @@ def ensure_tiny_world(cfg: TinyWorldConfig | None = None, progress: bool = True,
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         report = build_tiny_world(cfg, tmp, progress=progress)
-        if missing_model_files(tmp):  # never an entry without its models
-            raise RuntimeError(f"the tiny world build in {tmp} wrote no {', '.join(missing_model_files(tmp))}")
+        missing = missing_model_files(tmp)
+        if missing:  # never an entry without its models
+            raise RuntimeError(f"the tiny world build in {tmp} wrote no {', '.join(missing)}")
         report["files"] = file_checksums(tmp)
         atomic_write(tmp / "build.json", json.dumps(report, indent=2))
         os.replace(tmp, final)
