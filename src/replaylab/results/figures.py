@@ -61,10 +61,11 @@ def aligned_finals(df):
     ev = df[df["split"] == "eval"]
     out = df.copy()
     for _, g in ev.groupby(["budget", "strategy"], dropna=False):
-        last = g["run"].map(g.groupby("run")["update"].max())
+        per_run = g.groupby("run")["update"].max()
+        last = g["run"].map(per_run)
         finals, earlier = g["update"][g["update"] == last], g["update"][g["update"] < last]
         if finals.nunique() > 1 and (earlier.empty or finals.min() > earlier.max()):
-            out.loc[finals.index, "update"] = round(g.groupby("run")["update"].max().mean())
+            out.loc[finals.index, "update"] = round(per_run.mean())
     return out
 
 
